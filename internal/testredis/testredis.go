@@ -1,0 +1,210 @@
+// Package testredis starts a private redis-server for a test, on a free
+// 127.0.0.1 port with its own temporary directory, and stops it when the test
+// ends. It never touches a Redis on the standard port.
+//
+// Where no redis-server binary is on the PATH it falls back to miniredis and
+// says so in the test log; tests that need a real server (kill, restart, AOF)
+// call [RequireReal] first.
+package testredis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Options say how the server is started. The zero value is a server with
+// persistence off.
+type Options struct {
+	// AOF turns on the append-only file with fsync on every write, so that a
+	// Kill and Restart keeps every acknowledged write.
+	AOF bool
+}
+
+// Server is one redis-server (or miniredis) owned by a test.
+type Server struct {
+	t    testing.TB
+	opts Options
+	dir  string
+	port int
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	mini *miniredis.Miniredis
+}
+
+// Start starts a server for t and registers its shutdown with t.Cleanup.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s := &Server{t: t, opts: opts, dir: t.TempDir()}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Logf("testredis: no redis-server binary on PATH (%v); falling back to miniredis", err)
+		s.mini = miniredis.RunT(t)
+		return s
+	}
+	var lastErr error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("testredis: free port: %v", err)
+		}
+		s.port = port
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.stop)
+			return s
+		}
+	}
+	t.Fatalf("testredis: start redis-server: %v", lastErr)
+	return nil
+}
+
+// RequireReal skips the test when the server is a miniredis fallback.
+func RequireReal(t testing.TB, s *Server) {
+	t.Helper()
+	if s.mini != nil {
+		t.Skip("testredis: this test needs a real redis-server")
+	}
+}
+
+// Mini returns the miniredis behind the server, or nil for a real server.
+func (s *Server) Mini() *miniredis.Miniredis { return s.mini }
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string {
+	if s.mini != nil {
+		return s.mini.Addr()
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// URL is the server's address as a redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Client returns a new client for the server, closed when the test ends.
+func (s *Server) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill stops the server at once with SIGKILL, as a crash would.
+func (s *Server) Kill() {
+	s.t.Helper()
+	if s.mini != nil {
+		s.t.Fatal("testredis: Kill needs a real redis-server")
+	}
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Restart starts the server again on the same port and directory, so that
+// an AOF written before Kill is loaded.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if s.mini != nil {
+		s.t.Fatal("testredis: Restart needs a real redis-server")
+	}
+	var err error
+	for range 50 { // the port may linger briefly after a kill
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("testredis: restart: %v", err)
+}
+
+func (s *Server) start() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--save", "",
+		"--daemonize", "no",
+		"--protected-mode", "yes",
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}
+	if s.opts.AOF {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	cmd := exec.Command("redis-server", args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("testredis: exec: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	if err := waitReady(s.Addr(), done); err != nil {
+		_ = cmd.Process.Kill()
+		<-done
+		return err
+	}
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// waitReady polls PING until the server answers, the process exits or 10 s pass.
+func waitReady(addr string, exited <-chan struct{}) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("testredis: redis-server on %s exited at start (port taken?)", addr)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("testredis: redis-server on %s not ready after 10s", addr)
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,108 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Config configures a queue backend. Zero values mean the documented default.
+type Config struct {
+	// Name is the logical queue; Redis keys and NATS subjects derive from it.
+	// Required: letters, digits, '_' and '-', at most 64 characters.
+	Name string `yaml:"name"`
+	// Lanes are the priority lanes, highest priority first. Required, at
+	// least one; names as for Name, no duplicates.
+	Lanes []string `yaml:"-"`
+	// VisibilityTimeout is how long a fetched job stays invisible to other
+	// consumers before it is delivered again, unless acked, retried,
+	// dead-lettered or extended. Zero means 30s.
+	VisibilityTimeout time.Duration `yaml:"visibility_timeout"`
+	// MaxAttempts is how many deliveries a job gets before it is
+	// dead-lettered. Zero means 8.
+	MaxAttempts int `yaml:"max_attempts"`
+	// DedupWindow is how long an idempotency key is remembered. Zero means 10m.
+	DedupWindow time.Duration `yaml:"dedup_window"`
+	// MaxPayloadBytes bounds a job's payload. Zero means 64 KiB.
+	MaxPayloadBytes int `yaml:"max_payload_bytes"`
+	// Consumer names this consumer (one per replica) in the backend. Zero
+	// means a name made of the host name, process id and a random suffix.
+	Consumer string `yaml:"-"`
+	// Now is the clock used for enqueue stamps and expiry. Zero means time.Now.
+	Now func() time.Time `yaml:"-"`
+}
+
+// Defaults applied by SetDefaults.
+const (
+	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultMaxAttempts       = 8
+	DefaultDedupWindow       = 10 * time.Minute
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// SetDefaults fills the zero fields with their defaults.
+func (c *Config) SetDefaults() {
+	if c.VisibilityTimeout == 0 {
+		c.VisibilityTimeout = DefaultVisibilityTimeout
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports every problem of the configuration, each naming its key
+// (as in the YAML file, under "queue.") and wrapping ErrInvalidConfig.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: queue.%s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
+	}
+	if !nameRE.MatchString(c.Name) {
+		bad("name", "%q must be 1-64 letters, digits, '_' or '-'", c.Name)
+	}
+	if len(c.Lanes) == 0 {
+		bad("lanes", "at least one lane is required")
+	}
+	seen := map[string]bool{}
+	for i, l := range c.Lanes {
+		if !nameRE.MatchString(l) {
+			bad(fmt.Sprintf("lanes[%d].name", i), "%q must be 1-64 letters, digits, '_' or '-'", l)
+		}
+		if seen[l] {
+			bad(fmt.Sprintf("lanes[%d].name", i), "duplicate lane %q", l)
+		}
+		seen[l] = true
+	}
+	if c.VisibilityTimeout < 0 || (c.VisibilityTimeout > 0 && c.VisibilityTimeout < 100*time.Millisecond) {
+		bad("visibility_timeout", "must be at least 100ms, got %s", c.VisibilityTimeout)
+	}
+	if c.MaxAttempts < 0 {
+		bad("max_attempts", "must be at least 1, got %d", c.MaxAttempts)
+	}
+	if c.DedupWindow < 0 {
+		bad("dedup_window", "must not be negative, got %s", c.DedupWindow)
+	}
+	if c.MaxPayloadBytes < 0 || c.MaxPayloadBytes > 16<<20 {
+		bad("max_payload_bytes", "must be between 1 and 16 MiB, got %d", c.MaxPayloadBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultLane is the lane a job without one goes to: the last (lowest) lane.
+func (c *Config) DefaultLane() string {
+	if len(c.Lanes) == 0 {
+		return ""
+	}
+	return c.Lanes[len(c.Lanes)-1]
+}
