@@ -1,0 +1,216 @@
+package mockprovider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxBodyBytes bounds a request body; larger ones are answered 413.
+const maxBodyBytes = 16 << 20
+
+// shutdownGrace is how long Serve waits for requests in flight (beyond
+// Config.Latency) before closing their connections.
+const shutdownGrace = 5 * time.Second
+
+// Provider is the mock provider: an http.Handler that records arrivals and
+// answers them, and the server around it. Run it with Start (it listens on
+// Config.Listen) or Serve (on a listener of yours), or mount Handler in a
+// server of your own. All methods are safe for concurrent use.
+type Provider struct {
+	cfg     Config
+	handler http.Handler
+	rec     *recorder
+
+	responder atomic.Pointer[Responder] // nil: the seeded shares
+
+	decideMu sync.Mutex // orders arrivals: seq, clock, answer and record together
+	seq      int64
+	shares   *shares
+
+	srvMu  sync.Mutex
+	addr   net.Addr
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// New checks cfg (after SetDefaults on a copy) and returns a Provider that
+// is not yet listening.
+func New(cfg Config) (*Provider, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Provider{cfg: cfg, rec: newRecorder(cfg.MaxArrivals), shares: newShares(cfg)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+cfg.Path, p.serveJob)
+	mux.HandleFunc("GET /report", p.serveReport)
+	mux.HandleFunc("GET /arrivals", p.serveArrivals)
+	mux.HandleFunc("POST /reset", p.serveReset)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	p.handler = mux
+	return p, nil
+}
+
+// Config returns the configuration in use, defaults filled in.
+func (p *Provider) Config() Config { return p.cfg }
+
+// Handler returns the provider's handler, to mount in a server of your own.
+func (p *Provider) Handler() http.Handler { return p.handler }
+
+// Start listens on Config.Listen and serves in the background until ctx
+// ends or Close is called. It returns once the listener is open, so Addr
+// and URL are ready.
+func (p *Provider) Start(ctx context.Context) error {
+	p.srvMu.Lock()
+	defer p.srvMu.Unlock()
+	if p.done != nil {
+		return ErrAlreadyServing
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", p.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("mockprovider: listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	p.addr, p.cancel, p.done = ln.Addr(), cancel, make(chan error, 1)
+	done := p.done
+	go func() { done <- p.serve(ctx, ln) }()
+	return nil
+}
+
+// Close stops the server started by Start, waiting for requests in flight
+// to be answered (for a few seconds at most), and returns Serve's error.
+func (p *Provider) Close() error {
+	p.srvMu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel, p.done = nil, nil
+	p.srvMu.Unlock()
+	if done == nil {
+		return ErrNotServing
+	}
+	cancel()
+	return <-done
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully and
+// returns nil; it returns an error when serving fails. It closes ln.
+func (p *Provider) Serve(ctx context.Context, ln net.Listener) error {
+	p.srvMu.Lock()
+	p.addr = ln.Addr()
+	p.srvMu.Unlock()
+	return p.serve(ctx, ln)
+}
+
+func (p *Provider) serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("mockprovider: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace+p.cfg.Latency)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		err = errors.Join(err, srv.Close())
+	}
+	<-errc // http.ErrServerClosed
+	if err != nil {
+		return fmt.Errorf("mockprovider: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Addr returns the address served on, nil before Start or Serve.
+func (p *Provider) Addr() net.Addr {
+	p.srvMu.Lock()
+	defer p.srvMu.Unlock()
+	return p.addr
+}
+
+// URL returns the URL to configure as sink.url, such as
+// "http://127.0.0.1:8080/send"; empty before Start or Serve.
+func (p *Provider) URL() string {
+	a := p.Addr()
+	if a == nil {
+		return ""
+	}
+	return "http://" + a.String() + p.cfg.Path
+}
+
+// SetResponder replaces the seeded random choice of answers with r; nil
+// restores it.
+func (p *Provider) SetResponder(r Responder) {
+	if r == nil {
+		p.responder.Store(nil)
+		return
+	}
+	p.responder.Store(&r)
+}
+
+// Reset forgets every arrival, restarts Seq from 1 and reseeds the random
+// choice, so that what follows is answered as by a fresh provider. A
+// Responder set with SetResponder stays.
+func (p *Provider) Reset() {
+	p.decideMu.Lock()
+	defer p.decideMu.Unlock()
+	p.rec.reset()
+	p.seq = 0
+	p.shares = newShares(p.cfg)
+}
+
+// Arrivals returns a copy of the arrivals kept, oldest first.
+func (p *Provider) Arrivals() []Arrival {
+	a, _ := p.rec.snapshot()
+	return a
+}
+
+// Report summarises the arrivals with since <= At < until; a zero since or
+// until leaves that end open.
+func (p *Provider) Report(since, until time.Time) Report {
+	all, dropped := p.rec.snapshot()
+	r := Summarize(Between(all, since, until), p.cfg.Cap)
+	r.Dropped = dropped
+	return r
+}
+
+// decide stamps, answers and records one arrival, all under one lock so
+// that Seq, At and the random draws follow the same order.
+func (p *Provider) decide(r *http.Request, body []byte) (Arrival, Answer) {
+	p.decideMu.Lock()
+	defer p.decideMu.Unlock()
+	p.seq++
+	a := arrivalFromRequest(r, time.Now())
+	a.Seq, a.BodyBytes = p.seq, len(body)
+	if p.cfg.KeepBodies {
+		a.Body = json.RawMessage(body)
+	}
+	var ans Answer
+	if !json.Valid(body) {
+		ans = Answer{Status: http.StatusBadRequest, Body: `{"error":"body is not valid JSON"}`}
+	} else if rp := p.responder.Load(); rp != nil {
+		ans = (*rp)(a)
+	} else {
+		ans = p.shares.answer(a)
+	}
+	if ans.Status == 0 {
+		ans.Status = http.StatusOK
+	}
+	if ans.Body == "" {
+		ans.Body = defaultBody(ans.Status, a)
+	}
+	a.Status, a.RetryAfter = ans.Status, max(ans.RetryAfter, 0)
+	p.rec.add(a)
+	ans.Delay += p.cfg.Latency
+	return a, ans
+}
