@@ -10,11 +10,19 @@ import (
 )
 
 // Features says what a backend cannot do, so the suite skips or relaxes the
-// matching checks. The zero value claims everything.
+// matching checks. The zero value runs every check, except that
+// OriginalIDOnDuplicate, a claim rather than a limit, is only checked when
+// set.
 type Features struct {
 	// OriginalIDOnDuplicate is true when Enqueue of a duplicate returns the
 	// id of the job first stored under the key.
 	OriginalIDOnDuplicate bool
+	// StaleSettleUndetected is true when a backend cannot tell that a
+	// delivery's visibility timeout passed and its job went to another
+	// consumer, so settling the stale delivery succeeds instead of returning
+	// queue.ErrSettled (JetStream acks by stream sequence, not by delivery).
+	// The suite then skips the ErrSettled check on stale deliveries.
+	StaleSettleUndetected bool
 }
 
 // Factory opens a queue on the backend under test with cfg. Calls with the
