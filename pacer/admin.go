@@ -1,0 +1,127 @@
+package pacer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// SetRate overrides the configured rate for every replica sharing the
+// schedule, from each one's next Redis call, until ClearOverrides. The
+// override stays in Redis (and survives a restart only when Redis persists).
+func (p *Pacer) SetRate(ctx context.Context, rate float64) error {
+	if !(rate > 0) || rate > 1e6 {
+		return fmt.Errorf("pacer: set rate: %w: rate must be more than 0 and at most 1000000, got %v", ErrInvalidConfig, rate)
+	}
+	return p.hset(ctx, "set rate", "rate_override", strconv.FormatFloat(rate, 'f', -1, 64))
+}
+
+// SetBurst overrides the configured burst for every replica, like SetRate.
+func (p *Pacer) SetBurst(ctx context.Context, burst int) error {
+	if burst < 1 || burst > 1e6 {
+		return fmt.Errorf("pacer: set burst: %w: burst must be between 1 and 1000000, got %d", ErrInvalidConfig, burst)
+	}
+	return p.hset(ctx, "set burst", "burst_override", strconv.Itoa(burst))
+}
+
+// ClearOverrides removes the rate and burst overrides: every replica goes
+// back to its configured rate and burst.
+func (p *Pacer) ClearOverrides(ctx context.Context) error {
+	return p.admin(ctx, "clear overrides", "clear", "rate_override", "burst_override")
+}
+
+// Pause stops the schedule: no replica is granted a slot until Resume.
+// Slots granted before the pause (at most one Horizon ahead) still go.
+func (p *Pacer) Pause(ctx context.Context) error { return p.hset(ctx, "pause", "paused", "1") }
+
+// Resume restarts a paused schedule.
+func (p *Pacer) Resume(ctx context.Context) error {
+	return p.admin(ctx, "resume", "clear", "paused")
+}
+
+// Throttle holds the whole schedule back for d, as a provider's Retry-After
+// asks: no replica is granted a slot due before now+d (Redis time). A
+// shorter throttle never shortens a longer one. Slots granted before the
+// call (at most one Horizon ahead) still go.
+func (p *Pacer) Throttle(ctx context.Context, d time.Duration) (time.Time, error) {
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("pacer: throttle: duration must be positive, got %s", d)
+	}
+	v, err := throttleScript.Run(ctx, p.rdb, []string{p.key}, d.Microseconds()).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("pacer: throttle: %w: %w", ErrUnavailable, err)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return time.Time{}, fmt.Errorf("pacer: throttle: %w: got %T", ErrBadReply, v)
+	}
+	us, err := micros(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("pacer: throttle: %w", err)
+	}
+	return usTime(us), nil
+}
+
+// State is the schedule as stored in Redis, read at Now (Redis time).
+type State struct {
+	Now             time.Time
+	ConfiguredRate  float64 // the rate the replicas are configured with (last writer)
+	ConfiguredBurst int     // likewise for burst
+	RateOverride    float64 // 0 when none
+	BurstOverride   int     // 0 when none
+	EffectiveRate   float64 // the override when set, else the configured rate
+	EffectiveBurst  int
+	Paused          bool
+	ThrottledUntil  time.Time     // zero when never throttled; in the past when over
+	Backlog         time.Duration // how far the schedule runs ahead of now (0 when idle)
+}
+
+// State reads the schedule's state. Before any replica has asked for a slot
+// the configured values are this pacer's own.
+func (p *Pacer) State(ctx context.Context) (State, error) {
+	v, err := stateScript.Run(ctx, p.rdb, []string{p.key}).Result()
+	if err != nil {
+		return State{}, fmt.Errorf("pacer: state: %w: %w", ErrUnavailable, err)
+	}
+	fields, err := replyStrings(v, 8)
+	if err != nil {
+		return State{}, fmt.Errorf("pacer: state: %w", err)
+	}
+	paused := fields[6] == "1"
+	fields[6] = ""
+	f, err := parseFields(fields)
+	if err != nil {
+		return State{}, fmt.Errorf("pacer: state: %w", err)
+	}
+	s := State{
+		Now: usTime(f[0]), ConfiguredRate: f[2], ConfiguredBurst: int(f[3]),
+		RateOverride: f[4], BurstOverride: int(f[5]), Paused: paused, ThrottledUntil: usTime(f[7]),
+	}
+	if s.ConfiguredRate == 0 {
+		s.ConfiguredRate, s.ConfiguredBurst = p.cfg.Rate, p.cfg.Burst
+	}
+	s.EffectiveRate, s.EffectiveBurst = s.ConfiguredRate, s.ConfiguredBurst
+	if s.RateOverride > 0 {
+		s.EffectiveRate = s.RateOverride
+	}
+	if s.BurstOverride > 0 {
+		s.EffectiveBurst = s.BurstOverride
+	}
+	if tat := usTime(f[1]); tat.After(s.Now) {
+		s.Backlog = tat.Sub(s.Now)
+	}
+	return s, nil
+}
+
+func (p *Pacer) hset(ctx context.Context, op, field, value string) error {
+	return p.admin(ctx, op, "set", field, value)
+}
+
+// admin runs admin.lua with args after the key.
+func (p *Pacer) admin(ctx context.Context, op string, args ...any) error {
+	if err := adminScript.Run(ctx, p.rdb, []string{p.key}, args...).Err(); err != nil {
+		return fmt.Errorf("pacer: %s: %w: %w", op, ErrUnavailable, err)
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+package pacer
+
+// key is the Redis hash that holds the schedule named name. The hash tag
+// keeps it in one Redis Cluster slot with the queue of the same name.
+func key(name string) string { return "sluice:{" + name + "}:pacer" }

@@ -1,0 +1,16 @@
+-- state.lua: read the schedule's state with the Redis time it was read at.
+--
+-- KEYS[1] -> the pacer hash: sluice:{name}:pacer
+--
+-- Returns an array of strings: now (microseconds since the epoch), tat, rate,
+-- burst, rate_override, burst_override, paused, throttle_until; missing
+-- fields are empty strings.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local h = redis.call('HMGET', KEYS[1], 'tat', 'rate', 'burst', 'rate_override', 'burst_override', 'paused', 'throttle_until')
+local out = {string.format('%.3f', now)}
+for i = 1, 7 do
+  out[i + 1] = h[i] or ''
+end
+return out
