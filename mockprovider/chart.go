@@ -46,6 +46,8 @@ func Chart(arrivals []Arrival, capRate float64) (*plot.Plot, error) {
 	if err := addStep(p, "total", total, color.Black, 1.5); err != nil {
 		return nil, err
 	}
+	// Headroom above the highest step or the cap, for the legend.
+	p.Y.Max = 1.2 * max(slices.Max(total), capRate/10)
 	if capRate > 0 {
 		end := float64(len(total)) * chartBucket.Seconds()
 		line, err := plotter.NewLine(plotter.XYs{{X: 0, Y: capRate / 10}, {X: end, Y: capRate / 10}})

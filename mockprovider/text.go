@@ -40,6 +40,10 @@ func (r Report) WriteText(w io.Writer) error {
 			if name == "" {
 				name = "(none)"
 			}
+			if l.LatencyCount == 0 {
+				p("%s\t%d\t%d\t-\t-\t-", name, l.Count, l.Delivered)
+				continue
+			}
 			p("%s\t%d\t%d\t%s\t%s\t%s", name, l.Count, l.Delivered,
 				round(l.LatencyP50), round(l.LatencyP99), round(l.LatencyMax))
 		}
