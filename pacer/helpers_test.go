@@ -2,7 +2,6 @@ package pacer
 
 import (
 	"context"
-	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -15,7 +14,14 @@ import (
 	"github.com/sluicehq/sluice/internal/testredis"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{}) // dial failures are expected in fault tests
+	goleak.VerifyTestMain(m)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // stamps collects the Redis-clock stamps of slots spent by waiters.
 type stamps struct {
@@ -142,5 +148,3 @@ func redisNow(t *testing.T, p *Pacer) time.Time {
 	}
 	return st.Now
 }
-
-var errAny = errors.New("any")

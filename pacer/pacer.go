@@ -218,17 +218,13 @@ func (p *Pacer) claim(ctx context.Context, n int) ([]slot, error) {
 }
 
 // topUp refills the buffer ahead of need, while the caller would sleep
-// anyway, when the furthest slot this replica holds (claimed up to held, or
-// buffered) is less than half a horizon away: the schedule then runs on
-// without a gap for the Redis round trip. It skips when another refill is
-// under way and ignores failures (the next claim reports them).
+// anyway, when the caller took the last buffered slot and that slot (held)
+// is less than half a horizon away: the schedule then runs on without a gap
+// for the Redis round trip. It skips when another refill is under way and
+// ignores failures (the next claim reports them).
 func (p *Pacer) topUp(ctx context.Context, held time.Time) {
 	p.mu.Lock()
-	furthest := held
-	if n := len(p.buf); n > 0 && p.buf[n-1].local.After(furthest) {
-		furthest = p.buf[n-1].local
-	}
-	if p.refilling != nil || furthest.Sub(p.cfg.Clock.Now()) >= p.cfg.Horizon/2 {
+	if p.refilling != nil || len(p.buf) > 0 || held.Sub(p.cfg.Clock.Now()) >= p.cfg.Horizon/2 {
 		p.mu.Unlock()
 		return
 	}

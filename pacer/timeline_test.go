@@ -240,8 +240,10 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Name: "a b", Rate: -1, Burst: -1, Horizon: -1, MaxBatch: -1, Grace: -1},
 			[]string{"pacer.name", "pacer.rate", "pacer.burst", "pacer.horizon", "pacer.max_batch", "pacer.grace"}},
 	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
 	for _, tt := range tests {
-		_, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), tt.cfg)
+		_, err := New(rdb, tt.cfg)
 		if len(tt.want) == 0 {
 			if err != nil {
 				t.Errorf("New(%+v): got %v, want nil", tt.cfg, err)

@@ -1,0 +1,82 @@
+package pacer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testredis"
+)
+
+// unreachableRate and unreachableBurst make a schedule no pacer reaches:
+// the slots of each batch are all due at once, so the benchmarks measure
+// how fast slots can be granted, not the rate.
+const (
+	unreachableRate  = 1e6
+	unreachableBurst = 100000
+)
+
+// BenchmarkSlots compares the batched pacer (Wait, many slots per Redis
+// call) with one Redis call per slot (the redis_rate way), on one Redis, at
+// a rate neither reaches. It reports slots/s and Redis calls per slot.
+func BenchmarkSlots(b *testing.B) {
+	srv := testredis.Start(b, testredis.Options{})
+	ctx := context.Background()
+	b.Run("batched", func(b *testing.B) {
+		p, err := New(srv.Client(), Config{Name: "bench-batched", Rate: unreachableRate, Burst: unreachableBurst})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		start := time.Now()
+		for b.Loop() {
+			if err := p.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, p, start)
+	})
+	b.Run("one-call-per-slot", func(b *testing.B) {
+		p, err := New(srv.Client(), Config{Name: "bench-single", Rate: unreachableRate, Burst: unreachableBurst})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		start := time.Now()
+		for b.Loop() {
+			if r, err := p.Reserve(ctx, 1); err != nil || r.Granted != 1 {
+				b.Fatalf("Reserve: %+v, %v", r, err)
+			}
+		}
+		report(b, p, start)
+	})
+}
+
+func report(b *testing.B, p *Pacer, start time.Time) {
+	s := p.Stats()
+	b.ReportMetric(float64(s.Granted)/time.Since(start).Seconds(), "slots/s")
+	b.ReportMetric(float64(s.Calls)/float64(s.Granted), "calls/slot")
+}
+
+// TestBatchingSavesRoundTrips checks the behaviour behind the benchmark: at
+// a rate the pacer never reaches, one waiter needs far fewer Redis calls
+// than slots.
+func TestBatchingSavesRoundTrips(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	p, err := New(srv.Client(), Config{Name: "batching", Rate: unreachableRate, Burst: unreachableBurst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5000 {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := p.Stats()
+	if perSlot := float64(s.Calls) / float64(s.Used); perSlot > 0.1 {
+		t.Errorf("%d Redis calls for %d slots (%.3f per slot), want at most 0.1", s.Calls, s.Used, perSlot)
+	}
+	if s.Expired > s.Used/10 {
+		t.Errorf("%d slots expired for %d used, want at most a tenth", s.Expired, s.Used)
+	}
+}
