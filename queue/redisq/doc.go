@@ -1,0 +1,47 @@
+// Package redisq is the Redis Streams backend of sluice's queue: a
+// queue.Queue that passes the conformance suite in queue/queuetest.
+//
+// # Storage
+//
+// Every key of a queue carries the queue name as its hash tag,
+// "sluice:{<name>}:...", so a queue lives in one Redis Cluster slot:
+//
+//   - lane:<lane>: a stream per lane with one consumer group, "sluice".
+//     An entry holds the job as JSON, its id and the attempts made before
+//     the entry was added. A delivery's Attempt is those attempts plus the
+//     entry's delivery count, so redeliveries after a visibility timeout
+//     count as attempts.
+//   - delayed:<lane>: a sorted set per lane of the jobs due later (retried
+//     with a delay, or with NotBefore in the future), scored by due time.
+//     Each Fetch of the lane first moves the due ones into the stream.
+//   - dedup:<key>: an idempotency key, set with SET NX PX in the same script
+//     as the job's XADD (or ZADD), holding the id first stored under it.
+//   - dead and dead-index: the dead letters, a stream read oldest first, and
+//     a hash from job id to dead-letter entry, for Requeue.
+//
+// Every change is one Lua script (one .lua file each, with its KEYS and
+// ARGV contract), so it is atomic, and every time comes from Redis' TIME,
+// never from a replica's clock.
+//
+// # Delivery
+//
+// Fetch takes entries with XREADGROUP, after claiming with XAUTOCLAIM the
+// entries whose delivery stayed unsettled past the visibility timeout (their
+// consumer died, or is too slow); a claimed entry whose attempt would exceed
+// MaxAttempts is dead-lettered instead. When nothing is ready, Fetch blocks
+// in XREADGROUP BLOCK for at most half a second at a time, so that it
+// notices its context ending, the queue closing and due-later jobs falling
+// due; an enqueue wakes it at once.
+//
+// A settle (Ack, Retry, DeadLetter) acknowledges and deletes the entry, so
+// streams hold only ready and in-flight jobs and are never trimmed. It
+// succeeds only while the entry is pending for this consumer with the
+// delivery count it had when fetched; else it returns queue.ErrSettled.
+//
+// # Caveats
+//
+// A batch Enqueue is atomic per 500 jobs. With client retries enabled
+// (go-redis' MaxRetries), a script whose reply was lost may run twice: a
+// job without an idempotency key may then be stored twice, as at-least-once
+// allows. Dead letters stay until requeued.
+package redisq

@@ -1,0 +1,159 @@
+package redisq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// Fetch implements queue.Consumer. Each round runs fetch.lua (promote due
+// jobs, claim timed-out deliveries, read new entries) and, when that gives
+// nothing, blocks in XREADGROUP for at most a block slice (half a second,
+// less when a due-later job falls due sooner or ctx's deadline is nearer),
+// which an enqueue from any replica ends at once.
+//
+// go-redis does not interrupt a command when its context is cancelled (and
+// with ContextTimeoutEnabled it would drop a reply that arrives after the
+// deadline, leaving the read entries pending until the visibility timeout),
+// so commands that take entries are sent with a context that does not
+// cancel, and ctx is checked between rounds: a cancelled Fetch returns
+// within one block slice. n below 1 is taken as 1.
+func (q *Queue) Fetch(ctx context.Context, lane string, n int) ([]queue.Delivery, error) {
+	if !slices.Contains(q.cfg.Lanes, lane) {
+		return nil, fmt.Errorf("redisq: fetch: %w: %q", queue.ErrUnknownLane, lane)
+	}
+	n = max(n, 1)
+	for {
+		if err := q.live(ctx); err != nil {
+			return nil, err
+		}
+		ds, next, err := q.take(lane, n)
+		if isNoGroup(err) {
+			err = q.ensureGroup(ctx, lane)
+		}
+		if err != nil || len(ds) > 0 {
+			return ds, q.fetchErr(ctx, err)
+		}
+		slice := q.slice(ctx, next)
+		if slice <= 0 {
+			continue
+		}
+		ds, err = q.block(lane, n, slice)
+		if isNoGroup(err) {
+			err = q.ensureGroup(ctx, lane)
+		}
+		if err != nil || len(ds) > 0 {
+			return ds, q.fetchErr(ctx, err)
+		}
+	}
+}
+
+// fetchErr wraps a Fetch error, giving ctx's error when ctx ended.
+func (q *Queue) fetchErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return fmt.Errorf("redisq: fetch: %w", err)
+}
+
+// slice returns how long the next blocking read may wait: a block slice, cut
+// to the next due-later job (next, -1 when none) and to ctx's deadline. Zero
+// means do not block.
+func (q *Queue) slice(ctx context.Context, next time.Duration) time.Duration {
+	d := blockSlice
+	if next >= 0 {
+		d = min(d, next)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline))
+	}
+	if d <= 0 {
+		return 0
+	}
+	return max(d, time.Millisecond) // a block of 0 would wait forever
+}
+
+// take runs fetch.lua for lane. It returns the deliveries and how long until
+// the lane's next due-later job is due (-1 when none).
+func (q *Queue) take(lane string, n int) ([]queue.Delivery, time.Duration, error) {
+	keys := []string{q.keys.lane(lane), q.keys.delayed(lane), q.keys.dead(), q.keys.deadIndex()}
+	ctx := context.Background() // the reply must be read: see Fetch
+	v, err := q.scripts.fetch.Run(ctx, q.client, keys, group, q.cfg.Consumer, n,
+		q.cfg.VisibilityTimeout.Milliseconds(), q.cfg.MaxAttempts, lane, promoteLimit).Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	r := newReply(v, 1, 4)
+	next := r.int(0)
+	var ds []queue.Delivery
+	for i := 1; i+3 < r.len() && r.err == nil; i += 4 {
+		d := q.delivery(lane, r.str(i), r.int(i+1), r.int(i+2), r.str(i+3))
+		if d != nil {
+			ds = append(ds, d)
+		}
+	}
+	if r.err != nil {
+		return ds, 0, r.err
+	}
+	if next < 0 {
+		return ds, -1, nil
+	}
+	return ds, time.Duration(next) * time.Millisecond, nil
+}
+
+// block waits up to d for new entries of lane with XREADGROUP BLOCK.
+func (q *Queue) block(lane string, n int, d time.Duration) ([]queue.Delivery, error) {
+	ctx := context.Background() // the reply must be read: see Fetch
+	streams, err := q.client.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group:    group,
+		Consumer: q.cfg.Consumer,
+		Streams:  []string{q.keys.lane(lane), ">"},
+		Count:    int64(n),
+		Block:    d,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ds []queue.Delivery
+	for _, s := range streams {
+		for _, m := range s.Messages {
+			a, _ := m.Values["a"].(string)
+			attempts, _ := strconv.ParseInt(a, 10, 64) // a missing count reads as 0
+			body, _ := m.Values["j"].(string)
+			if d := q.delivery(lane, m.ID, attempts, 1, body); d != nil {
+				ds = append(ds, d)
+			}
+		}
+	}
+	return ds, nil
+}
+
+// delivery builds the delivery of stream entry eid. An entry whose job
+// cannot be decoded is dead-lettered at once with the reason, and nil is
+// returned.
+func (q *Queue) delivery(lane, eid string, attempts, deliveries int64, body string) *delivery {
+	d := &delivery{q: q, lane: lane, entry: eid, deliveries: deliveries}
+	if err := json.Unmarshal([]byte(body), &d.job); err != nil || d.job.ID == "" {
+		reason := fmt.Sprintf("unreadable job in entry %s of lane %s: %v", eid, lane, err)
+		d.job = queue.Job{ID: "entry-" + eid, Lane: lane, Payload: json.RawMessage(`null`)}
+		d.raw = body
+		_ = d.DeadLetter(context.Background(), reason)
+		return nil
+	}
+	d.job.Attempt = int(attempts + deliveries)
+	return d
+}

@@ -1,0 +1,225 @@
+package redisq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// Tuning of the backend.
+const (
+	// group is the consumer group of every lane stream.
+	group = "sluice"
+	// enqueueChunk bounds the jobs stored by one script call.
+	enqueueChunk = 500
+	// promoteLimit bounds the due-later jobs one fetch promotes.
+	promoteLimit = 1000
+	// blockSlice bounds one blocking read, so that a Fetch notices its
+	// context ending or the queue closing, and promotes due-later jobs and
+	// claims timed-out ones, at least this often.
+	blockSlice = 500 * time.Millisecond
+	// closeTimeout bounds the clean-up that Close does in Redis.
+	closeTimeout = 2 * time.Second
+	// defaultListLimit is ListDead's limit when it is given none.
+	defaultListLimit = 100
+)
+
+var _ queue.Queue = (*Queue)(nil)
+
+// Queue is a queue.Queue on Redis Streams. It is safe for concurrent use.
+// See the package documentation for how jobs are stored.
+type Queue struct {
+	client  redis.UniversalClient
+	cfg     queue.Config
+	keys    keys
+	scripts *scripts
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// New returns a queue on client configured by cfg: it applies cfg's
+// defaults and validates it, reporting every problem. New does not talk to
+// Redis: each lane's consumer group is created when first needed. The queue
+// never closes client.
+func New(client redis.UniversalClient, cfg queue.Config) (*Queue, error) {
+	if client == nil {
+		return nil, fmt.Errorf("redisq: new: %w: nil redis client", queue.ErrInvalidConfig)
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("redisq: new: %w", err)
+	}
+	cfg.Lanes = slices.Clone(cfg.Lanes)
+	if cfg.Consumer == "" {
+		cfg.Consumer = defaultConsumer()
+	}
+	return &Queue{
+		client:  client,
+		cfg:     cfg,
+		keys:    newKeys(cfg.Name),
+		scripts: newScripts(),
+		closed:  make(chan struct{}),
+	}, nil
+}
+
+// defaultConsumer names a consumer after the host, the process and a random
+// suffix, so that two replicas on one host differ.
+func defaultConsumer() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
+}
+
+// Consumer returns the name of this queue's consumer in the lanes' groups.
+func (q *Queue) Consumer() string { return q.cfg.Consumer }
+
+// Close stops the queue: blocked Fetch calls return queue.ErrClosed within
+// a block slice (half a second), and later calls fail with it. It removes
+// this consumer from the lanes' groups where it holds no job. It does not
+// close the Redis client. Closing again does nothing and returns nil.
+func (q *Queue) Close() error {
+	var err error
+	q.closeOnce.Do(func() {
+		close(q.closed)
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		err = q.scripts.forget.Run(ctx, q.client, q.keys.lanes(q.cfg.Lanes), group, q.cfg.Consumer).Err()
+		if err != nil {
+			err = fmt.Errorf("redisq: close: forget consumer %s: %w", q.cfg.Consumer, err)
+		}
+	})
+	return err
+}
+
+// live returns queue.ErrClosed after Close, else ctx's error.
+func (q *Queue) live(ctx context.Context) error {
+	select {
+	case <-q.closed:
+		return queue.ErrClosed
+	default:
+		return ctx.Err()
+	}
+}
+
+// Enqueue implements queue.Enqueuer. A batch is stored by one script call
+// per 500 jobs, each call atomic; jobs with a NotBefore later than Redis'
+// clock wait in their lane's due-later set.
+func (q *Queue) Enqueue(ctx context.Context, jobs ...*queue.Job) ([]queue.EnqueueResult, error) {
+	if err := q.live(ctx); err != nil {
+		return nil, fmt.Errorf("redisq: enqueue: %w", err)
+	}
+	if err := queue.Prepare(&q.cfg, q.cfg.Now(), jobs); err != nil {
+		return nil, fmt.Errorf("redisq: enqueue: %w", err)
+	}
+	res := make([]queue.EnqueueResult, 0, len(jobs))
+	for chunk := range slices.Chunk(jobs, enqueueChunk) {
+		r, err := q.enqueue(ctx, chunk)
+		if err != nil {
+			return res, fmt.Errorf("redisq: enqueue: %w", err)
+		}
+		res = append(res, r...)
+	}
+	return res, nil
+}
+
+// enqueue stores prepared jobs with one script call.
+func (q *Queue) enqueue(ctx context.Context, jobs []*queue.Job) ([]queue.EnqueueResult, error) {
+	L := len(q.cfg.Lanes)
+	keys := append(q.keys.lanes(q.cfg.Lanes), q.keys.delayedSets(q.cfg.Lanes)...)
+	args := make([]any, 0, 2+6*len(jobs))
+	args = append(args, L, q.cfg.DedupWindow.Milliseconds())
+	for _, j := range jobs {
+		body, err := json.Marshal(j)
+		if err != nil {
+			return nil, fmt.Errorf("encode job %s: %w", j.ID, err)
+		}
+		dk := 0
+		if j.Key != "" {
+			keys = append(keys, q.keys.dedup(j.Key))
+			dk = len(keys)
+		}
+		var nb int64 // due time in Unix ms, rounded up: never early
+		if !j.NotBefore.IsZero() {
+			nb = j.NotBefore.UnixMilli()
+			if j.NotBefore.Nanosecond()%int(time.Millisecond) != 0 {
+				nb++
+			}
+			nb = max(nb, 1)
+		}
+		args = append(args, slices.Index(q.cfg.Lanes, j.Lane)+1, dk, nb, j.ID, token(), body)
+	}
+	v, err := q.scripts.enqueue.Run(ctx, q.client, keys, args...).Result()
+	if err != nil {
+		return nil, err
+	}
+	r := newReply(v, 0, 2)
+	if r.err == nil && r.len() != 2*len(jobs) {
+		return nil, fmt.Errorf("%w: %d values for %d jobs", errReply, r.len(), len(jobs))
+	}
+	res := make([]queue.EnqueueResult, len(jobs))
+	for i := range res {
+		res[i] = queue.EnqueueResult{Duplicate: r.int(2*i) == 1, ID: r.str(2*i + 1)}
+	}
+	return res, r.err
+}
+
+// token returns a unique token that keeps two equal jobs apart in a
+// due-later set.
+func token() string { return strconv.FormatUint(rand.Uint64(), 16) }
+
+// Stats implements queue.Inspector, reading every count at one moment of
+// Redis' clock. Ready counts jobs due now, including due-later jobs already
+// due that the next Fetch of their lane promotes.
+func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
+	keys := append(q.keys.lanes(q.cfg.Lanes), q.keys.delayedSets(q.cfg.Lanes)...)
+	keys = append(keys, q.keys.dead())
+	v, err := q.scripts.stats.Run(ctx, q.client, keys, group).Result()
+	if err != nil {
+		return queue.Stats{}, fmt.Errorf("redisq: stats: %w", err)
+	}
+	r := newReply(v, 1, 4)
+	if r.err == nil && r.len() != 1+4*len(q.cfg.Lanes) {
+		r.err = fmt.Errorf("%w: %d values for %d lanes", errReply, r.len(), len(q.cfg.Lanes))
+	}
+	st := queue.Stats{DeadLetters: r.int(0), Lanes: make([]queue.LaneStats, len(q.cfg.Lanes))}
+	for i, lane := range q.cfg.Lanes {
+		st.Lanes[i] = queue.LaneStats{
+			Lane:      lane,
+			Ready:     r.int(1 + 4*i),
+			Delayed:   r.int(2 + 4*i),
+			InFlight:  r.int(3 + 4*i),
+			OldestAge: time.Duration(r.int(4+4*i)) * time.Millisecond,
+		}
+	}
+	if r.err != nil {
+		return queue.Stats{}, fmt.Errorf("redisq: stats: %w", r.err)
+	}
+	return st, nil
+}
+
+// isNoGroup reports whether err says that a lane's consumer group is missing
+// (a new lane, or a Redis that lost its data).
+func isNoGroup(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
+
+// ensureGroup creates the consumer group of lane, reading from the start of
+// its stream, unless it exists.
+func (q *Queue) ensureGroup(ctx context.Context, lane string) error {
+	err := q.client.XGroupCreateMkStream(ctx, q.keys.lane(lane), group, "0").Err()
+	if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+		return fmt.Errorf("create group of lane %s: %w", lane, err)
+	}
+	return nil
+}
