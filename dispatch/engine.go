@@ -1,0 +1,212 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/priority"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/sink"
+)
+
+// Pacer is the slice of pacer.Pacer the engine uses.
+type Pacer interface {
+	// WaitN returns when n slots of the cluster-wide schedule are the
+	// caller's and the last has come.
+	WaitN(ctx context.Context, n int) error
+	// Throttle holds the whole cluster back for d.
+	Throttle(ctx context.Context, d time.Duration) (time.Time, error)
+}
+
+// Engine drains one replica's share of the queue toward the provider:
+// queue → priority → pacer → sink. Run it once; any number of replicas may
+// run engines on the same queue and pacer.
+type Engine struct {
+	cfg     Config
+	q       queue.Queue
+	pacer   Pacer
+	sink    sink.Sender
+	sched   *priority.Scheduler
+	metrics *Metrics
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	roomCond *sync.Cond // a lane has room to fetch more
+	lanes    []*lane
+	ready    []bool
+	readyCh  chan struct{}
+	inflight chan struct{} // semaphore of MaxInFlight
+	sends    sync.WaitGroup
+
+	healthMu sync.Mutex
+	health   map[string]error // last error per component, nil when healthy
+}
+
+// Deps are what an engine runs on. Metrics and Log may be nil.
+type Deps struct {
+	Queue    queue.Queue
+	Pacer    Pacer
+	Sink     sink.Sender
+	Priority priority.Config
+	Metrics  *Metrics
+	Log      *slog.Logger
+}
+
+// New returns an engine for cfg on deps.
+func New(cfg Config, deps Deps) (*Engine, error) {
+	cfg.SetDefaults()
+	errs := []error{cfg.Validate()}
+	if deps.Queue == nil || deps.Pacer == nil || deps.Sink == nil {
+		errs = append(errs, fmt.Errorf("%w: queue, pacer and sink are required", ErrInvalidConfig))
+	}
+	sched, err := priority.NewScheduler(deps.Priority)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg: cfg, q: deps.Queue, pacer: deps.Pacer, sink: deps.Sink, sched: sched,
+		metrics: deps.Metrics, log: deps.Log,
+		readyCh:  make(chan struct{}, 1),
+		inflight: make(chan struct{}, cfg.MaxInFlight),
+		health:   map[string]error{},
+	}
+	e.roomCond = sync.NewCond(&e.mu)
+	for _, l := range deps.Priority.Lanes {
+		e.lanes = append(e.lanes, &lane{name: l.Name})
+	}
+	e.ready = make([]bool, 0, len(e.lanes))
+	return e, nil
+}
+
+// Run drains the queue until ctx ends, then shuts down gracefully: it stops
+// fetching and taking slots, waits up to ShutdownTimeout for requests in
+// flight (then cancels them), settles them, and releases the jobs it held
+// unsent back to the queue. It returns nil after a clean shutdown.
+func (e *Engine) Run(ctx context.Context) error {
+	fetchCtx, stopFetch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFetch()
+	stopWake := context.AfterFunc(fetchCtx, func() {
+		e.mu.Lock()
+		e.roomCond.Broadcast()
+		e.mu.Unlock()
+	})
+	defer stopWake()
+
+	var bg sync.WaitGroup
+	for i := range e.lanes {
+		bg.Go(func() { e.fetchLoop(fetchCtx, i) })
+	}
+	bg.Go(func() { e.keepAlive(fetchCtx) })
+
+	// Requests in flight get their own context: shutdown gives them
+	// ShutdownTimeout before cancelling.
+	sendCtx, cancelSends := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSends()
+	e.slotLoop(ctx, sendCtx)
+
+	e.log.Info("dispatch: shutting down", "in_flight", len(e.inflight))
+	stopFetch()
+	bg.Wait()
+	if !waitTimeout(&e.sends, e.cfg.ShutdownTimeout) {
+		e.log.Warn("dispatch: shutdown timeout, cancelling requests in flight", "timeout", e.cfg.ShutdownTimeout)
+		cancelSends()
+		e.sends.Wait()
+	}
+	e.release(e.drain())
+	return nil
+}
+
+// slotLoop takes one slot at a time until ctx ends: it waits for room in
+// flight and for a job in some lane, then for the slot, and only then
+// picks the job, so the job sent is the most urgent one at that moment.
+func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
+	failures := 0
+	for {
+		select {
+		case e.inflight <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		if !e.waitReady(ctx) {
+			<-e.inflight
+			return
+		}
+		start := e.cfg.Now()
+		if err := e.pacer.WaitN(ctx, 1); err != nil {
+			<-e.inflight
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			e.backendError("pacer", err)
+			if sleep(ctx, e.retryDelay(failures)) != nil {
+				return
+			}
+			continue
+		}
+		failures = 0
+		e.setHealthy("pacer")
+		d, ok := e.pick(ctx)
+		if !ok { // every held job expired: the slot is lost
+			<-e.inflight
+			continue
+		}
+		if cost := d.Job().Cost; cost > 1 {
+			if err := e.pacer.WaitN(ctx, cost-1); err != nil {
+				e.putBack(d)
+				<-e.inflight
+				continue
+			}
+		}
+		e.metrics.slotWait(e.cfg.Now().Sub(start))
+		e.sends.Add(1)
+		go func() {
+			defer e.sends.Done()
+			defer func() { <-e.inflight }()
+			e.send(sendCtx, d)
+		}()
+	}
+}
+
+// waitReady blocks until some lane holds a job; false when ctx ended.
+func (e *Engine) waitReady(ctx context.Context) bool {
+	for !e.anyReady() {
+		select {
+		case <-e.readyCh:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// retryDelay backs off after repeated backend failures: 50ms doubling to 2s.
+func (e *Engine) retryDelay(failures int) time.Duration {
+	d := 50 * time.Millisecond
+	for i := 1; i < failures && d < 2*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 2*time.Second)
+}
+
+// waitTimeout waits for wg up to d; false when d passed first.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -1,0 +1,192 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// Metrics are a replica's Prometheus metrics. Build them with NewMetrics on
+// a registerer of your own (never the global one). A nil *Metrics records
+// nothing.
+type Metrics struct {
+	jobs          *prometheus.CounterVec
+	retries       *prometheus.CounterVec
+	deadLetters   *prometheus.CounterVec
+	wait          *prometheus.HistogramVec
+	latency       prometheus.Histogram
+	inflight      prometheus.Gauge
+	slotWaits     prometheus.Histogram
+	throttles     prometheus.Counter
+	backendErrors *prometheus.CounterVec
+}
+
+// Sources are read at scrape time: the queue's counts and the pacer's
+// counters and state. Any may be nil.
+type Sources struct {
+	// Queue gives depth, oldest age and dead letters per lane.
+	Queue queue.Inspector
+	// SlotsGranted returns the slots this replica was granted so far.
+	SlotsGranted func() float64
+	// EffectiveRate returns the cluster's effective rate (the override when
+	// set, else the configured rate) and the configured rate.
+	EffectiveRate func(ctx context.Context) (effective, configured float64, err error)
+}
+
+// NewMetrics registers sluice's metrics on reg.
+func NewMetrics(reg prometheus.Registerer, src Sources) (*Metrics, error) {
+	m := &Metrics{
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_jobs_total",
+			Help: "Jobs handled by this replica, by lane and outcome (delivered, retried, dead_lettered, expired, throttled)."},
+			[]string{"lane", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_retries_total",
+			Help: "Jobs put back into the queue after a transient failure, by lane."}, []string{"lane"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_dead_letters_total",
+			Help: "Jobs dead-lettered by this replica, by lane and reason (permanent, expired, max_attempts)."},
+			[]string{"lane", "reason"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_wait_seconds",
+			Help:    "Time from enqueue to send, by lane.",
+			Buckets: prometheus.ExponentialBucketsRange(0.0005, 600, 20)}, []string{"lane"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_provider_latency_seconds",
+			Help: "Time the provider took to answer a request.", Buckets: prometheus.ExponentialBucketsRange(0.0005, 30, 16)}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_in_flight",
+			Help: "Requests open to the provider from this replica."}),
+		slotWaits: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_pacer_slot_wait_seconds",
+			Help: "Time a ready job waited for its pacer slot.", Buckets: prometheus.ExponentialBucketsRange(0.00005, 10, 16)}),
+		throttles: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_throttle_events_total",
+			Help: "Throttling answers (429, 503) that made the cluster hold back."}),
+		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_backend_errors_total",
+			Help: "Failed calls to the queue backend or the pacer's Redis, by component."}, []string{"component"}),
+	}
+	cs := []prometheus.Collector{m.jobs, m.retries, m.deadLetters, m.wait, m.latency, m.inflight,
+		m.slotWaits, m.throttles, m.backendErrors, &scraped{src: src}}
+	if src.SlotsGranted != nil {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_pacer_slots_granted_total",
+			Help: "Pacer slots granted to this replica."}, src.SlotsGranted))
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range []string{"queue", "pacer"} {
+		m.backendErrors.WithLabelValues(c)
+	}
+	return m, nil
+}
+
+// Lanes makes the per-lane series exist from the start, at zero.
+func (m *Metrics) Lanes(lanes []string) {
+	if m == nil {
+		return
+	}
+	for _, l := range lanes {
+		for _, o := range []string{outDelivered, outRetried, outDead, outExpired, outThrottled} {
+			m.jobs.WithLabelValues(l, o)
+		}
+		m.retries.WithLabelValues(l)
+		m.wait.WithLabelValues(l)
+	}
+}
+
+func (m *Metrics) outcome(lane, outcome string) {
+	if m == nil {
+		return
+	}
+	m.jobs.WithLabelValues(lane, outcome).Inc()
+	switch outcome {
+	case outRetried:
+		m.retries.WithLabelValues(lane).Inc()
+	case outExpired:
+		m.deadLetters.WithLabelValues(lane, "expired").Inc()
+	}
+}
+
+func (m *Metrics) dead(lane, reason string) {
+	if m != nil {
+		m.deadLetters.WithLabelValues(lane, reason).Inc()
+	}
+}
+
+func (m *Metrics) sent(j *queue.Job, now time.Time) {
+	if m != nil && !j.EnqueuedAt.IsZero() {
+		m.wait.WithLabelValues(j.Lane).Observe(now.Sub(j.EnqueuedAt).Seconds())
+	}
+}
+
+func (m *Metrics) providerLatency(d time.Duration) {
+	if m != nil {
+		m.latency.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) inFlight(delta float64) {
+	if m != nil {
+		m.inflight.Add(delta)
+	}
+}
+
+func (m *Metrics) slotWait(d time.Duration) {
+	if m != nil {
+		m.slotWaits.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) throttle() {
+	if m != nil {
+		m.throttles.Inc()
+	}
+}
+
+func (m *Metrics) backendError(component string) {
+	if m != nil {
+		m.backendErrors.WithLabelValues(component).Inc()
+	}
+}
+
+// scraped collects the metrics read at scrape time from the queue and pacer.
+type scraped struct{ src Sources }
+
+var (
+	depthDesc = prometheus.NewDesc("sluice_queue_depth",
+		"Jobs waiting in the queue, by lane and state (ready, delayed, in_flight).", []string{"lane", "state"}, nil)
+	oldestDesc = prometheus.NewDesc("sluice_queue_oldest_age_seconds",
+		"Age of the oldest ready job, by lane.", []string{"lane"}, nil)
+	deadDesc = prometheus.NewDesc("sluice_queue_dead_letters",
+		"Jobs in the dead-letter store.", nil, nil)
+	rateDesc = prometheus.NewDesc("sluice_pacer_rate",
+		"The pacer's rate for the whole cluster, in slots per second: effective (with an operator's override) and configured.",
+		[]string{"kind"}, nil)
+)
+
+func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
+	ch <- depthDesc
+	ch <- oldestDesc
+	ch <- deadDesc
+	ch <- rateDesc
+}
+
+func (s *scraped) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if s.src.Queue != nil {
+		if st, err := s.src.Queue.Stats(ctx); err == nil {
+			for _, l := range st.Lanes {
+				ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(l.Ready), l.Lane, "ready")
+				ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(l.Delayed), l.Lane, "delayed")
+				ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(l.InFlight), l.Lane, "in_flight")
+				ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, l.OldestAge.Seconds(), l.Lane)
+			}
+			ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(st.DeadLetters))
+		}
+	}
+	if s.src.EffectiveRate != nil {
+		if eff, conf, err := s.src.EffectiveRate(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, eff, "effective")
+			ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, conf, "configured")
+		}
+	}
+}
