@@ -16,11 +16,9 @@ import (
 // delivery is one fetched message. JetStream acks by stream sequence, not
 // by delivery, so a consumer cannot learn from the server that its
 // delivery was given to another consumer. A delivery therefore counts as
-// lost once its local deadline passes: the time it was received (or last
-// extended) plus 95% of the visibility timeout, a margin for the delay
-// between the server's clock starting and the message arriving. After the
-// deadline every settle returns queue.ErrSettled and does nothing; the job
-// is, or will be, delivered again.
+// lost once its local deadline passes (see deadline). After the deadline
+// every settle returns queue.ErrSettled and does nothing; the job is, or
+// will be, delivered again.
 type delivery struct {
 	q      *Queue
 	msg    jetstream.Msg
@@ -40,6 +38,18 @@ const (
 	settling             // a settle is running
 	settled
 )
+
+// deadline is when a delivery received, or extended, at t is taken as
+// lost: 90% of the visibility timeout after t. t is no earlier than the
+// server started the visibility timeout (the time the pull request or the
+// in-progress ack was sent, or, for a message that waited in a blocking
+// pull, the time it was read), and the margin absorbs the time a message
+// takes to reach the reader. A settle begun before the deadline is thus
+// sent while the server still holds the job for this consumer, unless the
+// message took longer than the margin to arrive or the settle is slower.
+func (q *Queue) deadline(t time.Time) time.Time {
+	return t.Add(q.cfg.VisibilityTimeout - q.cfg.VisibilityTimeout/10)
+}
 
 // Job implements queue.Delivery.
 func (d *delivery) Job() *queue.Job { return &d.job }
@@ -162,7 +172,7 @@ func (d *delivery) Extend(ctx context.Context) error {
 	if _, err := d.q.js.Conn().RequestWithContext(ctx, d.msg.Reply(), []byte("+WPI")); err != nil {
 		return fmt.Errorf("natsq: extend %s: %w", d.job.ID, err)
 	}
-	d.deadline = sent.Add(d.q.cfg.VisibilityTimeout - d.q.cfg.VisibilityTimeout/20)
+	d.deadline = d.q.deadline(sent)
 	return nil
 }
 

@@ -63,7 +63,7 @@
 // the server (AckSync). JetStream acks a message by its stream sequence, so
 // it cannot tell a consumer that its delivery was redelivered elsewhere; a
 // delivery is treated as lost, and every settle returns queue.ErrSettled,
-// once 95% of the visibility timeout has passed since it was received or
+// once 90% of the visibility timeout has passed since it was received or
 // last extended. Settling a second time also returns queue.ErrSettled.
 //
 // # Durability

@@ -63,7 +63,7 @@ type received struct {
 // not an error, another is sent. Messages already received when ctx ends
 // are returned, not dropped.
 func pull(ctx context.Context, cons jetstream.Consumer, n int) ([]received, error) {
-	msgs, err := drain(cons.FetchNoWait(n))
+	msgs, err := drainNoWait(cons, n)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
@@ -79,12 +79,13 @@ func pull(ctx context.Context, cons jetstream.Consumer, n int) ([]received, erro
 			cancel()
 			continue
 		}
-		msgs, err = drain(cons.Fetch(1, jetstream.FetchContext(wctx)))
+		b, err := cons.Fetch(1, jetstream.FetchContext(wctx))
+		msgs, err = drain(b, err, time.Time{})
 		expired := wctx.Err() != nil
 		cancel()
 		if len(msgs) > 0 {
 			if n > 1 {
-				more, _ := drain(cons.FetchNoWait(n - 1))
+				more, _ := drainNoWait(cons, n-1)
 				msgs = append(msgs, more...)
 			}
 			return msgs, nil
@@ -95,14 +96,27 @@ func pull(ctx context.Context, cons jetstream.Consumer, n int) ([]received, erro
 	}
 }
 
-// drain reads a whole batch.
-func drain(b jetstream.MessageBatch, err error) ([]received, error) {
+// drainNoWait asks for up to n messages available now.
+func drainNoWait(cons jetstream.Consumer, n int) ([]received, error) {
+	sent := time.Now()
+	b, err := cons.FetchNoWait(n)
+	return drain(b, err, sent)
+}
+
+// drain reads a whole batch. Each message is stamped with sent, the time
+// its pull request was sent (the server delivered it later), or when zero
+// with the time it was read (for a blocking request, sent long before).
+func drain(b jetstream.MessageBatch, err error, sent time.Time) ([]received, error) {
 	if err != nil {
 		return nil, err
 	}
 	var msgs []received
 	for m := range b.Messages() {
-		msgs = append(msgs, received{msg: m, at: time.Now()})
+		at := sent
+		if at.IsZero() {
+			at = time.Now()
+		}
+		msgs = append(msgs, received{msg: m, at: at})
 	}
 	return msgs, b.Error()
 }
@@ -132,7 +146,7 @@ func (q *Queue) deliveries(ctx context.Context, lane string, msgs []received) []
 // newDelivery reads one message. A non-empty reason says why the message
 // must be dead-lettered instead of delivered.
 func (q *Queue) newDelivery(lane string, r received) (*delivery, string) {
-	d := &delivery{q: q, msg: r.msg, deadline: r.at.Add(q.cfg.VisibilityTimeout - q.cfg.VisibilityTimeout/20)}
+	d := &delivery{q: q, msg: r.msg, deadline: q.deadline(r.at)}
 	md, err := r.msg.Metadata()
 	if err != nil {
 		d.job = unreadable(queue.NewID(), lane, r.msg.Data())
