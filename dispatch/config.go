@@ -24,7 +24,7 @@ type Config struct {
 	// Lookahead it sizes how many jobs each lane holds fetched ahead of its
 	// slots. Zero means 100.
 	RateHint float64
-	// Lookahead is how far ahead of their slots jobs are fetched. Zero means 200ms.
+	// Lookahead is how far ahead of their slots jobs are fetched. Zero means 500ms.
 	Lookahead time.Duration
 	// MaxLaneBuffer caps the jobs held fetched per lane. Zero means 64.
 	MaxLaneBuffer int
@@ -56,7 +56,7 @@ func (c *Config) SetDefaults() {
 	setDur(&c.BackoffMin, time.Second)
 	setDur(&c.BackoffMax, 5*time.Minute)
 	setDur(&c.ShutdownTimeout, 10*time.Second)
-	setDur(&c.Lookahead, 200*time.Millisecond)
+	setDur(&c.Lookahead, 500*time.Millisecond)
 	setDur(&c.VisibilityTimeout, 30*time.Second)
 	setDur(&c.DefaultThrottle, time.Second)
 	if c.RateHint == 0 {
