@@ -261,3 +261,31 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestReplicas(t *testing.T) {
+	ctx := context.Background()
+	p, m := newTimeline(t, Config{Rate: 10})
+	m.SetTime(t0)
+	if _, err := p.Announce(ctx, "a", "in_flight=3", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	m.SetTime(t0.Add(5 * time.Second))
+	if _, err := p.Announce(ctx, "b", "in_flight=0", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Replicas(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("replicas = %+v, want a and b", got)
+	}
+	m.SetTime(t0.Add(12 * time.Second)) // a is silent for 12s, b for 7s
+	got, err = p.Replicas(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != "b" || got[0].Report != "in_flight=0" || !got[0].LastSeen.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("replicas after 12s = %+v, want only b, seen at t0+5s, reporting in_flight=0", got)
+	}
+}
