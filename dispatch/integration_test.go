@@ -1,0 +1,142 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/internal/testnats"
+	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/mockprovider"
+	"github.com/sluicehq/sluice/pacer"
+	"github.com/sluicehq/sluice/priority"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/natsq"
+	"github.com/sluicehq/sluice/queue/redisq"
+	"github.com/sluicehq/sluice/sink"
+)
+
+// TestInProcessPipeline runs two engines (two replicas in one process) on
+// a real redis-server, the real pacer, the HTTP sink and the mock provider,
+// for each queue backend, and checks the provider's view: every job
+// delivered exactly once, at the cap on average, never above it.
+func TestInProcessPipeline(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) { runPipeline(t, backend) })
+	}
+}
+
+func runPipeline(t *testing.T, backend string) {
+	const rate, jobs, replicas = 200.0, 600, 2
+	rs := testredis.Start(t, testredis.Options{})
+	prov, err := mockprovider.New(mockprovider.Config{Listen: "127.0.0.1:0", Cap: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := prov.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = prov.Close() })
+
+	prio := priority.Config{Lanes: []priority.Lane{{Name: "vip", Weight: 8}, {Name: "default", Weight: 2}}}
+	qcfg := queue.Config{Name: "pipe-" + backend, Lanes: []string{"vip", "default"}}
+	openQueue := queueOpener(t, backend, rs, qcfg)
+
+	// Fill the backlog first, then start the replicas.
+	producer := openQueue("producer")
+	batch := make([]*queue.Job, jobs)
+	for i := range batch {
+		batch[i] = &queue.Job{Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	if _, err := producer.Enqueue(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, replicas)
+	for r := range replicas {
+		p, err := pacer.New(rs.Client(), pacer.Config{Name: qcfg.Name, Rate: rate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := sink.NewHTTP(sink.HTTPConfig{URL: prov.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		q := openQueue(fmt.Sprintf("replica-%d", r))
+		m, err := dispatch.NewMetrics(prometheus.NewRegistry(), dispatch.Sources{Queue: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := dispatch.New(dispatch.Config{RateHint: rate}, dispatch.Deps{Queue: q, Pacer: p, Sink: s, Priority: prio, Metrics: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- e.Run(runCtx) }()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for prov.Report(time.Time{}, time.Time{}).Delivered < jobs {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d jobs delivered in 30s", prov.Report(time.Time{}, time.Time{}).Delivered, jobs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	for range replicas {
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	rep := prov.Report(time.Time{}, time.Time{})
+	t.Logf("%s: %d delivered, %d duplicates, mean %.1f/s (%.1f%% of cap), max 1s %d, max 100ms %d, inter-arrival p50 %s p99 %s",
+		backend, rep.Delivered, rep.Duplicates, rep.MeanRate, 100*rep.MeanOverCap, rep.Max1s, rep.Max100ms, rep.InterArrivalP50, rep.InterArrivalP99)
+	if rep.Delivered != jobs || rep.Duplicates != 0 || rep.Count != jobs {
+		t.Errorf("provider saw %d requests, %d delivered, %d duplicates; want %d, %d, 0", rep.Count, rep.Delivered, rep.Duplicates, jobs, jobs)
+	}
+	if rep.MeanOverCap < 0.97 {
+		t.Errorf("mean rate %.1f/s is %.1f%% of the cap, want at least 97%%", rep.MeanRate, 100*rep.MeanOverCap)
+	}
+	// cap + burst + 1, and one more for network jitter between the slot
+	// and the provider's clock.
+	if limit := int(rate) + 1 + 1 + 1; rep.Max1s > limit {
+		t.Errorf("%d requests in one second, want at most %d", rep.Max1s, limit)
+	}
+}
+
+// queueOpener returns a function that opens the named queue as one more
+// consumer on the chosen backend.
+func queueOpener(t *testing.T, backend string, rs *testredis.Server, cfg queue.Config) func(consumer string) queue.Queue {
+	var js jetstream.JetStream
+	if backend == "nats" {
+		ns := testnats.Start(t)
+		var err error
+		if js, err = jetstream.New(ns.Conn()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(consumer string) queue.Queue {
+		c := cfg
+		c.Consumer = consumer
+		var q queue.Queue
+		var err error
+		if backend == "nats" {
+			q, err = natsq.New(context.Background(), js, c)
+		} else {
+			q, err = redisq.New(rs.Client(), c)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = q.Close() })
+		return q
+	}
+}
