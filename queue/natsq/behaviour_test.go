@@ -236,3 +236,41 @@ func enqueue(t *testing.T, q queue.Queue, jobs ...*queue.Job) []queue.EnqueueRes
 	}
 	return res
 }
+
+// TestIdleFetchDoesNotPoll: a Fetch waiting on an empty lane sends a
+// handful of requests, not a stream of them.
+func TestIdleFetchDoesNotPoll(t *testing.T) {
+	srv := testnats.Start(t)
+	nc := srv.Conn()
+	q, _ := open(t, nc, queue.Config{Name: "idle", Lanes: []string{"only"}})
+	before := nc.Stats().OutMsgs
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	if ds, err := q.Fetch(ctx, "only", 10); len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Fetch on an empty lane: got %d deliveries, %v", len(ds), err)
+	}
+	// One request without waiting and one blocking, for the lane and for
+	// the mover of delayed jobs.
+	if sent := nc.Stats().OutMsgs - before; sent > 6 {
+		t.Errorf("an idle Fetch of 1.5s sent %d messages, want at most 6", sent)
+	}
+}
+
+// TestRequeueIntoGoneLane: a dead letter whose lane no longer exists is
+// requeued into the last lane.
+func TestRequeueIntoGoneLane(t *testing.T) {
+	srv := testnats.Start(t)
+	nc := srv.Conn()
+	old, _ := open(t, nc, queue.Config{Name: "lanes", Lanes: []string{"gone", "only"}})
+	id := enqueue(t, old, &queue.Job{Lane: "gone", Payload: json.RawMessage(`1`)})[0].ID
+	if err := fetchOne(t, old, "gone").DeadLetter(t.Context(), "no"); err != nil {
+		t.Fatalf("DeadLetter: %v", err)
+	}
+	q, _ := open(t, nc, queue.Config{Name: "lanes", Lanes: []string{"only"}})
+	if n, err := q.Requeue(t.Context(), id); n != 1 || err != nil {
+		t.Fatalf("Requeue: got %d, %v, want 1, nil", n, err)
+	}
+	if d := fetchOne(t, q, "only"); d.Job().ID != id || d.Job().Lane != "only" || d.Job().Attempt != 1 {
+		t.Errorf("requeued job: got id %q lane %q attempt %d, want %q, only, 1", d.Job().ID, d.Job().Lane, d.Job().Attempt, id)
+	}
+}

@@ -71,29 +71,45 @@ func pull(ctx context.Context, cons jetstream.Consumer, n int) ([]received, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		wctx, cancel := context.WithTimeout(ctx, pullWait)
-		if dl, _ := wctx.Deadline(); time.Until(dl) < time.Millisecond {
-			// FetchContext refuses a deadline already reached; the
-			// context's own timer is about to fire.
-			<-wctx.Done()
-			cancel()
-			continue
-		}
-		b, err := cons.Fetch(1, jetstream.FetchContext(wctx))
-		msgs, err = drain(b, err, time.Time{})
-		expired := wctx.Err() != nil
-		cancel()
-		if len(msgs) > 0 {
+		start := time.Now()
+		msgs, err := waitOne(ctx, cons)
+		switch {
+		case len(msgs) > 0:
 			if n > 1 {
 				more, _ := drainNoWait(cons, n-1)
 				msgs = append(msgs, more...)
 			}
 			return msgs, nil
-		}
-		if err != nil && !expired {
+		case err != nil:
 			return nil, err
+		case time.Since(start) < minRound:
+			// An empty answer sooner than a pull request should end:
+			// never spin on it.
+			sleepCtx(ctx, minRound)
 		}
 	}
+}
+
+// minRound is the least time between two blocking pull requests of pull.
+const minRound = 50 * time.Millisecond
+
+// waitOne sends one blocking pull request for one message, ended by ctx or
+// after pullWait. A request that ends empty is not an error.
+func waitOne(ctx context.Context, cons jetstream.Consumer) ([]received, error) {
+	wctx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	if dl, _ := wctx.Deadline(); time.Until(dl) < time.Millisecond {
+		// FetchContext refuses a deadline already reached; the context's
+		// own timer is about to fire.
+		<-wctx.Done()
+		return nil, nil
+	}
+	b, err := cons.Fetch(1, jetstream.FetchContext(wctx))
+	msgs, err := drain(b, err, time.Time{})
+	if wctx.Err() != nil {
+		err = nil
+	}
+	return msgs, err
 }
 
 // drainNoWait asks for up to n messages available now.
