@@ -52,7 +52,8 @@ func (q *Queue) Fetch(ctx context.Context, lane string, n int) ([]queue.Delivery
 	}
 }
 
-// received is a message and when it reached this process.
+// received is a message and a time no earlier than when the server
+// delivered it (see drain).
 type received struct {
 	msg jetstream.Msg
 	at  time.Time
