@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/priority"
@@ -41,6 +42,7 @@ type Engine struct {
 	readyCh  chan struct{}
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
+	open     atomic.Int64 // requests open to the provider
 
 	healthMu sync.Mutex
 	health   map[string]error // last error per component, nil when healthy
@@ -112,7 +114,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer cancelSends()
 	e.slotLoop(ctx, sendCtx)
 
-	e.log.Info("dispatch: shutting down", "in_flight", len(e.inflight))
+	e.log.Info("dispatch: shutting down", "in_flight", e.open.Load())
 	stopFetch()
 	bg.Wait()
 	if !waitTimeout(&e.sends, e.cfg.ShutdownTimeout) {

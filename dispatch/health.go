@@ -47,4 +47,4 @@ func (e *Engine) Ready(ctx context.Context) error {
 }
 
 // InFlight returns the number of requests open to the provider.
-func (e *Engine) InFlight() int { return len(e.inflight) }
+func (e *Engine) InFlight() int { return int(e.open.Load()) }

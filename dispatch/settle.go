@@ -29,8 +29,10 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 	j := d.Job()
 	e.metrics.sent(j, e.cfg.Now())
 	e.metrics.inFlight(1)
+	e.open.Add(1)
 	start := e.cfg.Now()
 	err := e.sink.Send(ctx, j)
+	e.open.Add(-1)
 	e.metrics.inFlight(-1)
 	e.metrics.providerLatency(e.cfg.Now().Sub(start))
 
