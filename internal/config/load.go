@@ -1,0 +1,127 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"reflect"
+	"slices"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// Load reads the configuration: the defaults, then the YAML file at path
+// (none when path is empty), then the SLUICE_ variables of env (a list of
+// "NAME=value", as os.Environ gives; nil reads none), then flags (dotted key
+// to value as text). See the package documentation for the rules.
+//
+// It returns a Config with the defaults filled in and every check passed,
+// or an error: one matching fs.ErrNotExist (and others of package os) when
+// the file cannot be read, or one matching ErrInvalid that lists every
+// problem found, each line naming its key.
+func Load(path string, env []string, flags map[string]string) (*Config, error) {
+	s := newSchema()
+	var ps problems
+	k := koanf.New(".")
+	if path != "" {
+		fk, err := loadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		checkKeys(s, fk, &ps)
+		if err := k.Merge(fk); err != nil {
+			return nil, fmt.Errorf("config: merge %s: %w", path, err)
+		}
+	}
+	if err := loadEnv(s, k, env, &ps); err != nil {
+		return nil, err
+	}
+	for _, key := range slices.Sorted(maps.Keys(flags)) {
+		if ok, why := s.check(key, flags[key]); !ok {
+			ps.addf(key, "(flag) %s", why)
+			continue
+		}
+		if err := k.Set(key, flags[key]); err != nil {
+			return nil, fmt.Errorf("config: flag %s: %w", key, err)
+		}
+	}
+	c := &Config{}
+	decodeAll(s, k, c, &ps)
+	c.SetDefaults()
+	c.validate(&ps)
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// loadFile parses the YAML file at path into its own layer, so that its
+// unknown keys can be told apart from the environment's.
+func loadFile(path string) (*koanf.Koanf, error) {
+	fk := koanf.New(".")
+	err := fk.Load(file.Provider(path), yaml.Parser())
+	var pathErr *fs.PathError
+	switch {
+	case err == nil:
+		return fk, nil
+	case errors.As(err, &pathErr):
+		return nil, fmt.Errorf("config: read configuration file: %w", err)
+	default:
+		return nil, fmt.Errorf("%w: %s: not valid YAML: %v", ErrInvalid, path, err)
+	}
+}
+
+// checkKeys reports the keys of a layer that Config does not have.
+func checkKeys(s *schema, k *koanf.Koanf, ps *problems) {
+	for _, key := range k.Keys() {
+		if ok, why := s.check(key, k.Get(key)); !ok {
+			ps.addf(key, "%s", why)
+		}
+	}
+}
+
+// loadEnv merges the SLUICE_ variables of env into k, mapping each name to
+// its key, and reports the names that match no key.
+func loadEnv(s *schema, k *koanf.Koanf, environ []string, ps *problems) error {
+	var unknown []string
+	p := env.Provider(".", env.Opt{
+		Prefix:      EnvPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, value string) (string, any) {
+			if name == EnvConfigFile {
+				return "", nil
+			}
+			key := s.envKey(name)
+			if key == "" {
+				unknown = append(unknown, name)
+			}
+			return key, value
+		},
+	})
+	if err := k.Load(p, nil); err != nil {
+		return fmt.Errorf("config: environment: %w", err)
+	}
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		ps.addf(name, "unknown environment variable: matches no key (a key such as pacer.rate is set by %sPACER_RATE)", EnvPrefix)
+	}
+	return nil
+}
+
+// decodeAll decodes every key present in k into c. A key set to nothing
+// (null in YAML) keeps its zero value.
+func decodeAll(s *schema, k *koanf.Koanf, c *Config, ps *problems) {
+	root := reflect.ValueOf(c).Elem()
+	for i := range s.fields {
+		f := &s.fields[i]
+		raw := k.Get(f.key)
+		if raw == nil {
+			continue
+		}
+		ps.addAll(decode(root.FieldByIndex(f.index), f, raw))
+	}
+}
