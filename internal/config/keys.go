@@ -130,3 +130,15 @@ func (s *schema) envKey(name string) string {
 	}
 	return ""
 }
+
+// nearEnv returns the variable that name misspells by its underscores or
+// its case (SLUICE_SINK_MAXINFLIGHT for SLUICE_SINK_MAX_IN_FLIGHT), or "".
+func (s *schema) nearEnv(name string) string {
+	squash := func(n string) string { return strings.ToUpper(strings.ReplaceAll(n, "_", "")) }
+	for _, f := range s.fields {
+		if env := envName(f.key); squash(env) == squash(name) {
+			return env
+		}
+	}
+	return ""
+}

@@ -107,6 +107,10 @@ func loadEnv(s *schema, k *koanf.Koanf, environ []string, ps *problems) error {
 	}
 	slices.Sort(unknown)
 	for _, name := range unknown {
+		if near := s.nearEnv(name); near != "" {
+			ps.addf(name, "unknown environment variable; did you mean %s?", near)
+			continue
+		}
 		ps.addf(name, "unknown environment variable: matches no key (a key such as pacer.rate is set by %sPACER_RATE)", EnvPrefix)
 	}
 	return nil

@@ -178,6 +178,7 @@ func TestUnknownKeysAreNamed(t *testing.T) {
 		{"below a value", "pacer: {rate: {per_second: 5}}\n", nil, nil, []string{"pacer.rate.per_second"}, "pacer.rate is a single value"},
 		{"section as a value", "redis: localhost\n", nil, nil, []string{"redis"}, "must be a mapping with the keys url"},
 		{"environment", "", []string{"SLUICE_PACER_RATES=5", "SLUICE_QUEUE=x"}, nil, []string{"SLUICE_PACER_RATES", "SLUICE_QUEUE"}, "unknown environment variable"},
+		{"environment, misspelt", "", []string{"SLUICE_SINK_MAXINFLIGHT=5"}, nil, []string{"SLUICE_SINK_MAXINFLIGHT"}, "did you mean SLUICE_SINK_MAX_IN_FLIGHT?"},
 		{"flag", "", nil, map[string]string{"pacer.ratee": "5"}, []string{"pacer.ratee"}, "(flag) unknown key"},
 	}
 	for _, tt := range tests {
@@ -399,5 +400,17 @@ func TestLoadDoesNotReadTheProcessEnvironment(t *testing.T) {
 	c := mustLoad(t, "", nil, required())
 	if c.Pacer.Rate != 10 {
 		t.Errorf("pacer.rate: got %v, want 10 (the process environment is passed in, not read)", c.Pacer.Rate)
+	}
+}
+
+func TestHandBuiltConfigValidates(t *testing.T) {
+	c := &Config{Queue: Queue{Name: "demo"}, Pacer: Pacer{Rate: 50}, Sink: Sink{Type: SinkLog}}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate(): got %v, want nil", err)
+	}
+	c.Pacer.Rate = -1
+	if keys := problemKeys(t, c.Validate()); !slices.Equal(keys, []string{"pacer.rate"}) {
+		t.Errorf("Validate() with a negative rate: got problems about %v, want [pacer.rate]", keys)
 	}
 }

@@ -113,8 +113,9 @@ func redactURLs(raw string, query bool) string {
 			parts[i] = "(invalid URL)"
 			continue
 		}
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), Hidden)
+		_, hasPassword := u.User.Password()
+		if hasPassword {
+			u.User = url.User(u.User.Username())
 		}
 		if query && u.RawQuery != "" {
 			var hidden []string
@@ -124,6 +125,9 @@ func redactURLs(raw string, query bool) string {
 			u.RawQuery = strings.Join(hidden, "&")
 		}
 		parts[i] = u.String()
+		if hasPassword { // url.UserPassword would escape the stars
+			parts[i] = strings.Replace(parts[i], "@", ":"+Hidden+"@", 1)
+		}
 	}
 	return strings.Join(parts, ",")
 }
