@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -105,9 +106,11 @@ func runPipeline(t *testing.T, backend string) {
 	if rep.MeanOverCap < 0.97 {
 		t.Errorf("mean rate %.1f/s is %.1f%% of the cap, want at least 97%%", rep.MeanRate, 100*rep.MeanOverCap)
 	}
-	// cap + burst + 1, and one more for network jitter between the slot
-	// and the provider's clock.
-	if limit := int(rate) + 1 + 1 + 1; rep.Max1s > limit {
+	// cap + burst + 1 on the schedule; at the provider, a request sent δ
+	// late can share a window with rate×δ more. The allowance is 20ms of
+	// such jitter (loopback HTTP and goroutine scheduling on a loaded
+	// 2-core machine under the race detector): rate×0.02 requests.
+	if limit := int(rate) + 1 + 1 + int(math.Ceil(rate*0.02)); rep.Max1s > limit {
 		t.Errorf("%d requests in one second, want at most %d", rep.Max1s, limit)
 	}
 }
