@@ -1,0 +1,32 @@
+// Package sink delivers one job to the provider and classifies the answer.
+//
+// A Sender's Send returns nil when the job was delivered, and otherwise an
+// error that matches one of three sentinels with errors.Is, telling the
+// dispatch engine what to do with the job:
+//
+//	answer                                   error                       engine
+//	---------------------------------------  --------------------------  ------------------------------
+//	2xx                                      nil                         ack
+//	429, 503                                 *ThrottledError             retry later; whole cluster
+//	                                         (ErrThrottled) with the     holds back for RetryAfter
+//	                                         Retry-After, zero if none
+//	408, other 5xx                           *StatusError (ErrTransient) retry after backoff
+//	no answer within the timeout             ErrTransient, and           retry after backoff
+//	                                         context.DeadlineExceeded
+//	connection refused, reset, DNS, TLS      ErrTransient                retry after backoff
+//	caller's ctx ended                       ErrTransient, and ctx.Err() retry after backoff
+//	other 4xx, any 3xx (never followed)      *StatusError (ErrPermanent) dead-letter, err.Error() as
+//	                                                                     the reason
+//
+// Retry-After is read as seconds ("120") or as an HTTP-date ("Wed, 21 Oct
+// 2026 07:28:00 GMT"); an unreadable, negative or past value counts as
+// zero. It is ignored on any status but 429 and 503.
+//
+// A *StatusError's text carries the status and the first 512 bytes of the
+// provider's answer (MaxBodyExcerpt), trimmed and made printable, so that
+// it can serve as the dead-letter reason. No error ever carries the job's
+// payload, the URL's credentials or query, or a configured header's value.
+//
+// HTTP is the production sink; see Send for the request it makes. Log is a
+// sink for trying sluice out without a provider.
+package sink

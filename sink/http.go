@@ -1,0 +1,160 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// HTTP is the HTTP sink: it POSTs each job's payload to one URL and
+// classifies the answer. Build one with NewHTTP and Close it when done. It
+// is safe for concurrent use.
+type HTTP struct {
+	client   *http.Client
+	endpoint endpoint
+	headers  http.Header
+	timeout  time.Duration
+	now      func() time.Time
+}
+
+var _ Sender = (*HTTP)(nil)
+
+// maxDrain is how much of an answer's body is read, past what is kept, so
+// that the connection can be reused; a longer body closes the connection.
+const maxDrain = 64 << 10
+
+// NewHTTP returns an HTTP sink for cfg. It applies SetDefaults to a copy of
+// cfg and returns Validate's error, if any, wrapping ErrInvalidConfig.
+//
+// The sink has its own connection pool of cfg.MaxInFlight connections to
+// the provider over HTTP/1.1, and follows no redirect.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sink: new http sink: %w", err)
+	}
+	ep, _ := parseEndpoint(cfg.URL) // checked by Validate
+	h := &HTTP{
+		endpoint: ep,
+		headers:  make(http.Header, len(cfg.Headers)+1),
+		timeout:  cfg.Timeout,
+		now:      cfg.Now,
+	}
+	h.headers.Set("User-Agent", "sluice")
+	for k, v := range cfg.Headers {
+		h.headers.Set(k, v)
+	}
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          cfg.MaxInFlight,
+		MaxIdleConnsPerHost:   cfg.MaxInFlight,
+		MaxConnsPerHost:       cfg.MaxInFlight,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   cfg.Timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	h.client = &http.Client{
+		Transport: transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	return h, nil
+}
+
+// Send POSTs j.Payload to the sink's URL, as the body with Content-Type
+// application/json, with the headers Idempotency-Key (j.Key, else j.ID),
+// X-Sluice-Job-Id, X-Sluice-Lane, X-Sluice-Attempt and, when j.EnqueuedAt
+// is set, X-Sluice-Enqueued-At (RFC 3339 with nanoseconds), and classifies
+// the answer as the package documentation says. The request is bounded by
+// the configured Timeout and by ctx. Neither the payload nor the URL's
+// credentials ever appear in the error.
+func (h *HTTP) Send(ctx context.Context, j *queue.Job) error {
+	if j == nil {
+		return fmt.Errorf("%w: nil job", ErrPermanent)
+	}
+	reqCtx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	req, err := h.newRequest(reqCtx, j)
+	if err != nil {
+		return err
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return h.requestError(ctx, reqCtx, err)
+	}
+	defer func() {
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+		_ = resp.Body.Close()
+	}()
+	return h.classify(resp)
+}
+
+func (h *HTTP) newRequest(ctx context.Context, j *queue.Job) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint.url, bytes.NewReader(j.Payload))
+	if err != nil {
+		return nil, fmt.Errorf("%w: build request to %s: %v", ErrPermanent, h.endpoint.redacted, err)
+	}
+	req.Header = h.headers.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	key := j.Key
+	if key == "" {
+		key = j.ID
+	}
+	setIf(req.Header, HeaderIdempotencyKey, key)
+	setIf(req.Header, HeaderJobID, j.ID)
+	setIf(req.Header, HeaderLane, j.Lane)
+	req.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
+	if !j.EnqueuedAt.IsZero() {
+		req.Header.Set(HeaderEnqueuedAt, j.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+	}
+	if u := h.endpoint.user; u != nil && req.Header.Get("Authorization") == "" {
+		pass, _ := u.Password()
+		req.SetBasicAuth(u.Username(), pass)
+	}
+	return req, nil
+}
+
+func setIf(h http.Header, key, value string) {
+	if value != "" {
+		h.Set(key, value)
+	}
+}
+
+// requestError turns a failed round trip into a transient error: the
+// caller's ctx ended, the request's timeout passed, or the connection
+// failed. The message names the URL without its credentials.
+func (h *HTTP) requestError(ctx, reqCtx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: POST %s: cancelled: %w", ErrTransient, h.endpoint.redacted, ctx.Err())
+	case errors.Is(reqCtx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: POST %s: no answer within %s: %w", ErrTransient, h.endpoint.redacted, h.timeout, context.DeadlineExceeded)
+	}
+	// *url.Error quotes the URL; keep only what it wraps (a dial or
+	// protocol error, which names host:port at most).
+	if uerr, ok := errors.AsType[*url.Error](err); ok {
+		err = uerr.Err
+	}
+	return fmt.Errorf("%w: POST %s: %w", ErrTransient, h.endpoint.redacted, err)
+}
+
+// Close closes the sink's idle connections. Sends in flight finish; the
+// sink can still be used, opening new connections.
+func (h *HTTP) Close() error {
+	h.client.CloseIdleConnections()
+	return nil
+}
+
+// String describes the sink without credentials: "http POST http://host/path".
+func (h *HTTP) String() string { return "http POST " + h.endpoint.redacted }

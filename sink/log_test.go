@@ -1,0 +1,48 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+func TestLogSink(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	j := &queue.Job{ID: "job-7", Lane: "vip", Attempt: 2, Payload: json.RawMessage(`{"text":"PAYLOAD-SECRET"}`)}
+	if err := s.Send(context.Background(), j); err != nil {
+		t.Fatalf("Send: got %v, want nil", err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("log record %q: %v", buf.String(), err)
+	}
+	want := map[string]any{"job_id": "job-7", "lane": "vip", "attempt": 2.0, "payload_bytes": float64(len(j.Payload))}
+	for k, v := range want {
+		if rec[k] != v {
+			t.Errorf("%s: got %v, want %v", k, rec[k], v)
+		}
+	}
+	if bytes.Contains(buf.Bytes(), []byte("PAYLOAD-SECRET")) {
+		t.Errorf("got %q, which shows the payload", buf.String())
+	}
+}
+
+func TestLogSinkEndedContext(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.Send(ctx, &queue.Job{ID: "j"})
+	if !errors.Is(err, ErrTransient) || !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want ErrTransient and context.Canceled", err)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("got %q logged, want nothing", buf.String())
+	}
+}

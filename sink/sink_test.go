@@ -1,0 +1,72 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+func TestThrottledError(t *testing.T) {
+	var err error = &ThrottledError{RetryAfter: 2 * time.Second, Status: 429}
+	err = fmt.Errorf("dispatch: job 1: %w", err)
+	if !errors.Is(err, ErrThrottled) {
+		t.Error("errors.Is(err, ErrThrottled): got false, want true")
+	}
+	if errors.Is(err, ErrTransient) || errors.Is(err, ErrPermanent) {
+		t.Error("a ThrottledError matches ErrTransient or ErrPermanent, want neither")
+	}
+	te, ok := errors.AsType[*ThrottledError](err)
+	if !ok || te.RetryAfter != 2*time.Second {
+		t.Errorf("errors.As: got %v %v, want RetryAfter 2s", te, ok)
+	}
+	if got, want := te.Error(), "sink: throttled: status 429 Too Many Requests, retry after 2s"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestStatusErrorClass(t *testing.T) {
+	tests := []struct {
+		status int
+		want   error
+	}{
+		{300, ErrPermanent}, {302, ErrPermanent}, {400, ErrPermanent}, {404, ErrPermanent},
+		{408, ErrTransient}, {418, ErrPermanent}, {500, ErrTransient}, {502, ErrTransient}, {504, ErrTransient},
+	}
+	for _, tt := range tests {
+		err := &StatusError{Status: tt.status}
+		if !errors.Is(err, tt.want) {
+			t.Errorf("status %d: got %v, want it to match %v", tt.status, err, tt.want)
+		}
+		if got := class(err); strings.HasPrefix(got, "several") {
+			t.Errorf("status %d: got %s", tt.status, got)
+		}
+	}
+}
+
+func TestChain(t *testing.T) {
+	var trace []string
+	mw := func(name string) Middleware {
+		return func(next Sender) Sender {
+			return SenderFunc(func(ctx context.Context, j *queue.Job) error {
+				trace = append(trace, name)
+				return next.Send(ctx, j)
+			})
+		}
+	}
+	inner := SenderFunc(func(context.Context, *queue.Job) error {
+		trace = append(trace, "sink")
+		return ErrTransient
+	})
+	err := Chain(inner, mw("a"), mw("b")).Send(context.Background(), &queue.Job{})
+	if !errors.Is(err, ErrTransient) {
+		t.Errorf("got %v, want the inner sender's error", err)
+	}
+	if got := strings.Join(trace, ","); got != "a,b,sink" {
+		t.Errorf("got %q, want %q", got, "a,b,sink")
+	}
+}
