@@ -69,6 +69,8 @@ type ThrottledError struct {
 	Status int
 }
 
+// Error describes the throttling: "sink: throttled: status 429 Too Many
+// Requests, retry after 2s".
 func (e *ThrottledError) Error() string {
 	msg := fmt.Sprintf("sink: throttled: status %d %s", e.Status, http.StatusText(e.Status))
 	if e.RetryAfter > 0 {
@@ -101,6 +103,8 @@ type StatusError struct {
 	Location string
 }
 
+// Error describes the answer: "sink: permanent failure: status 400 Bad
+// Request: {\"error\":\"invalid number\"}".
 func (e *StatusError) Error() string {
 	msg := fmt.Sprintf("%v: status %d %s", e.class(), e.Status, http.StatusText(e.Status))
 	if e.Location != "" {
