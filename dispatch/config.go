@@ -3,6 +3,7 @@ package dispatch
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -94,11 +95,25 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// laneTarget is how many jobs a lane holds fetched: enough for Lookahead
-// at RateHint, at least 1, at most MaxLaneBuffer.
-func (c *Config) laneTarget() int {
-	n := int(c.RateHint*c.Lookahead.Seconds()) + 1
+// laneTarget is how many jobs a lane holds fetched. The lowest lane holds
+// enough for Lookahead at RateHint: any job above it takes the slot first
+// anyway. Higher lanes hold two fetch chunks (about 100ms of slots), so
+// that a burst in them is shared by every replica. At least 1, at most
+// MaxLaneBuffer.
+func (c *Config) laneTarget(lowest bool) int {
+	n := 2 * c.fetchChunk()
+	if lowest {
+		n = int(c.RateHint*c.Lookahead.Seconds()) + 1
+	}
 	return min(max(n, 1), c.MaxLaneBuffer)
+}
+
+// fetchChunk is the most jobs one fetch takes: about 50ms of slots at
+// RateHint. Small chunks spread a burst of privileged jobs over every
+// replica, so that all of them send it first, instead of one replica
+// holding the burst while the others go on with a lower lane.
+func (c *Config) fetchChunk() int {
+	return min(max(int(math.Ceil(c.RateHint*0.05)), 1), c.MaxLaneBuffer)
 }
 
 // backoff is the delay before retry number attempt (1-based) of a job.

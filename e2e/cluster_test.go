@@ -1,0 +1,293 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/internal/testnats"
+	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/mockprovider"
+	"github.com/sluicehq/sluice/priority"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/natsq"
+	"github.com/sluicehq/sluice/queue/redisq"
+)
+
+// bin holds the binaries built once for the package.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = dir
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "github.com/sluicehq/sluice/cmd/dispatcher")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// cluster is a queue on a real backend, a provider and dispatcher processes.
+type cluster struct {
+	t       *testing.T
+	backend string
+	name    string
+	redis   *testredis.Server
+	nats    *testnats.Server
+	prov    *mockprovider.Provider
+	env     []string
+	q       queue.Queue
+	prio    priority.Config
+	mu      sync.Mutex
+	procs   []*proc
+}
+
+// newCluster starts Redis (and NATS for that backend) and the provider.
+// env adds SLUICE_* settings for the dispatchers.
+func newCluster(t *testing.T, backend string, rate float64, env ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, backend: backend, name: "e2e" + fmt.Sprint(time.Now().UnixNano()%1e6)}
+	c.redis = testredis.Start(t, testredis.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var err error
+	if c.prov, err = mockprovider.New(mockprovider.Config{Listen: "127.0.0.1:0", Cap: rate}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.prov.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.prov.Close() })
+	c.env = []string{
+		"SLUICE_QUEUE_NAME=" + c.name,
+		"SLUICE_QUEUE_BACKEND=" + backend,
+		"SLUICE_REDIS_URL=" + c.redis.URL(),
+		"SLUICE_SINK_URL=" + c.prov.URL(),
+		fmt.Sprintf("SLUICE_PACER_RATE=%g", rate),
+		"SLUICE_METRICS_LISTEN=127.0.0.1:0",
+	}
+	if backend == "nats" {
+		c.nats = testnats.Start(t)
+		c.env = append(c.env, "SLUICE_NATS_URL="+c.nats.URL())
+	}
+	c.env = append(c.env, env...)
+	c.prio = priority.Config{Lanes: []priority.Lane{{Name: "vip", Weight: 8}, {Name: "default", Weight: 2}},
+		PrivilegedUsers: []string{"alice"}}
+	c.q = c.openQueue("e2e-producer")
+	return c
+}
+
+// openQueue opens the cluster's queue as the test's own consumer.
+func (c *cluster) openQueue(consumer string) queue.Queue {
+	cfg := queue.Config{Name: c.name, Lanes: []string{"vip", "default"}, Consumer: consumer}
+	var q queue.Queue
+	var err error
+	if c.backend == "nats" {
+		js, jerr := jetstream.New(c.nats.Conn())
+		if jerr != nil {
+			c.t.Fatal(jerr)
+		}
+		q, err = natsq.New(context.Background(), js, cfg)
+	} else {
+		q, err = redisq.New(c.redis.Client(), cfg)
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+// enqueue puts n jobs from user (routed as the dispatcher routes them)
+// into the queue, ids prefix-0..n-1, and returns the ids.
+func (c *cluster) enqueue(prefix, user string, n int) []string {
+	c.t.Helper()
+	jobs := make([]*queue.Job, n)
+	ids := make([]string, n)
+	for i := range jobs {
+		ids[i] = fmt.Sprintf("%s-%05d", prefix, i)
+		jobs[i] = &queue.Job{ID: ids[i], User: user, Payload: json.RawMessage(fmt.Sprintf(`{"to":"+1555%07d","text":"hi"}`, i))}
+		jobs[i].Lane = c.prio.Route(jobs[i])
+	}
+	for len(jobs) > 0 {
+		k := min(500, len(jobs))
+		if _, err := c.q.Enqueue(context.Background(), jobs[:k]...); err != nil {
+			c.t.Fatal(err)
+		}
+		jobs = jobs[k:]
+	}
+	return ids
+}
+
+// start starts n dispatcher processes.
+func (c *cluster) start(n int, args ...string) []*proc {
+	c.t.Helper()
+	var out []*proc
+	for range n {
+		c.mu.Lock()
+		i := len(c.procs)
+		c.mu.Unlock()
+		p := startProc(c.t, fmt.Sprintf("dispatcher-%d", i), c.env,
+			append([]string{"--config", filepath.Join("..", "configs", "sluice.yaml")}, args...)...)
+		c.mu.Lock()
+		c.procs = append(c.procs, p)
+		c.mu.Unlock()
+		out = append(out, p)
+	}
+	return out
+}
+
+// delivered returns how many distinct jobs the provider answered 2xx.
+func (c *cluster) delivered() int {
+	seen := map[string]bool{}
+	for _, a := range c.prov.Arrivals() {
+		if a.Status/100 == 2 {
+			seen[a.JobID] = true
+		}
+	}
+	return len(seen)
+}
+
+// waitDelivered waits until n distinct jobs were delivered.
+func (c *cluster) waitDelivered(n int, within time.Duration) {
+	c.t.Helper()
+	eventually(c.t, within, fmt.Sprintf("%d jobs delivered", n), func() bool { return c.delivered() >= n })
+}
+
+// proc is one dispatcher process.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	log    string
+	done   chan struct{}
+	exit   int
+	metric chan string // the metrics URL, once logged
+}
+
+var metricsURL = regexp.MustCompile(`msg="sluice: metrics" url=(\S+)`)
+
+func startProc(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{}), metric: make(chan string, 1)}
+	p.cmd = exec.Command(filepath.Join(bin, "dispatcher"), args...)
+	p.cmd.Env = append(cleanEnv(), env...)
+	f, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = f, pw
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	go func() { // copy the log, noting the metrics URL
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(f, line)
+			if m := metricsURL.FindStringSubmatch(line); m != nil {
+				select {
+				case p.metric <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		err := p.cmd.Wait()
+		p.exit = p.cmd.ProcessState.ExitCode()
+		_ = err
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.signal(syscall.SIGKILL)
+		<-p.done
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("%s log (exit %d):\n%s", p.name, p.exit, tail(string(b), 40))
+		}
+	})
+	return p
+}
+
+func (p *proc) signal(s syscall.Signal) {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(s)
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(within time.Duration) (int, bool) {
+	select {
+	case <-p.done:
+		return p.exit, true
+	case <-time.After(within):
+		return 0, false
+	}
+}
+
+// cleanEnv is this process's environment without SLUICE_ settings.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// eventually polls cond every 10ms until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: not yet %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
