@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// fileFlags are the flags of --file.
+type fileFlags struct {
+	path   string
+	strict bool
+}
+
+func (f *fileFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.path, "file", "", "enqueue the JSON jobs of this file, one per line (- for stdin)")
+	fs.BoolVar(&f.strict, "strict", false, "with --file: enqueue nothing when any line is bad (the jobs are held in memory until the end)")
+}
+
+// lineSlack is what a line may hold besides its payload: the other fields.
+const lineSlack = 64 << 10
+
+// tally counts what became of the jobs: stored, recognised as duplicates
+// (not stored again) and refused.
+type tally struct{ enqueued, duplicates, refused int }
+
+func (t tally) String() string {
+	return fmt.Sprintf("enqueued %d, duplicates %d, refused %d", t.enqueued, t.duplicates, t.refused)
+}
+
+// count adds the results of an enqueue call.
+func (t *tally) count(res []queue.EnqueueResult) {
+	for _, r := range res {
+		if r.Duplicate {
+			t.duplicates++
+		} else {
+			t.enqueued++
+		}
+	}
+}
+
+// pending is a good line's job, waiting for its batch.
+type pending struct {
+	line int
+	job  *queue.Job
+}
+
+// fileRun enqueues the lines of one input.
+type fileRun struct {
+	g      *globals
+	p      *producer.Producer
+	strict bool
+	bar    *progress
+	t      tally
+	batch  []pending
+}
+
+// runFile enqueues the jobs of a file of JSON lines in batches, reports
+// each bad line with its number on stderr, and prints a summary.
+func runFile(ctx context.Context, g *globals, f fileFlags) error {
+	in, size, err := g.openInput(f.path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	cfg, err := g.load()
+	if err != nil {
+		return err
+	}
+	s, err := g.open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	r := &fileRun{g: g, p: s.p, strict: f.strict, bar: g.newProgress(size, "enqueuing", true)}
+	err = r.read(ctx, newLineReader(in, s.cfg.Queue.MaxPayloadBytes+lineSlack))
+	if err == nil {
+		err = r.finish(ctx)
+	}
+	r.bar.finish()
+	fmt.Fprintln(g.stdout, r.t)
+	return r.result(err)
+}
+
+// openInput opens the file of --file, or stdin for "-", and returns its
+// size when known (else -1).
+func (g *globals) openInput(path string) (io.ReadCloser, int64, error) {
+	if path == "-" {
+		return io.NopCloser(g.stdin), -1, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, usageErrorf("--file: %w", err)
+	}
+	size := int64(-1)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	return f, size, nil
+}
+
+// read parses and checks every line, and enqueues the good ones a batch
+// at a time (with --strict, only after the last line).
+func (r *fileRun) read(ctx context.Context, lr *lineReader) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line, size, tooLong, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read line %d: %w", lr.n+1, err)
+		}
+		r.bar.add(size)
+		if tooLong {
+			r.refuse(lr.n, fmt.Sprintf("job: longer than %d bytes (the payload limit, queue.max_payload_bytes, and %d bytes for the other fields)", lr.max, lineSlack))
+			continue
+		}
+		if len(line) == 0 {
+			continue
+		}
+		job, err := producer.ParseJob(line)
+		if err == nil {
+			err = r.p.Check(job)
+		}
+		if err != nil {
+			r.refuse(lr.n, oneLine(err))
+			continue
+		}
+		r.batch = append(r.batch, pending{line: lr.n, job: job})
+		if !r.strict && len(r.batch) >= r.g.batch {
+			if err := r.flush(ctx, r.batch); err != nil {
+				return err
+			}
+			r.batch = r.batch[:0]
+		}
+	}
+}
+
+// finish enqueues what is left, unless --strict found a bad line.
+func (r *fileRun) finish(ctx context.Context) error {
+	if r.strict && r.t.refused > 0 {
+		return nil
+	}
+	for len(r.batch) > 0 {
+		n := min(len(r.batch), r.g.batch)
+		if err := r.flush(ctx, r.batch[:n]); err != nil {
+			return err
+		}
+		r.batch = r.batch[n:]
+	}
+	return nil
+}
+
+// refuse reports a bad line.
+func (r *fileRun) refuse(line int, why string) {
+	r.t.refused++
+	r.bar.report(r.g.stderr, fmt.Sprintf("line %d: %s", line, why))
+}
+
+// flush enqueues one batch. Each line was checked already; should the
+// queue still refuse the batch, its jobs are enqueued one by one, so that
+// the bad lines are named and the good ones stored.
+func (r *fileRun) flush(ctx context.Context, batch []pending) error {
+	jobs := make([]*queue.Job, len(batch))
+	for i, p := range batch {
+		jobs[i] = p.job
+	}
+	res, err := r.p.EnqueueBatch(ctx, jobs)
+	r.t.count(res)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, queue.ErrInvalidJob) && len(res) == 0 && !r.strict:
+		return r.oneByOne(ctx, batch)
+	default:
+		return fmt.Errorf("lines %d to %d: %d of %d jobs enqueued: %w", batch[0].line, batch[len(batch)-1].line, len(res), len(batch), err)
+	}
+}
+
+func (r *fileRun) oneByOne(ctx context.Context, batch []pending) error {
+	for _, p := range batch {
+		res, err := r.p.Enqueue(ctx, p.job)
+		switch {
+		case errors.Is(err, queue.ErrInvalidJob):
+			r.refuse(p.line, oneLine(err))
+		case err != nil:
+			return fmt.Errorf("line %d: %w", p.line, err)
+		default:
+			r.t.count([]queue.EnqueueResult{res})
+		}
+	}
+	return nil
+}
+
+// result turns the run's outcome into the exit code's error.
+func (r *fileRun) result(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return failure(fmt.Errorf("interrupted: %w", err))
+	case err != nil:
+		return failure(err)
+	case r.strict && r.t.refused > 0:
+		return failure(fmt.Errorf("--strict: nothing enqueued, %d lines refused", r.t.refused))
+	case r.t.refused > 0:
+		return failure(fmt.Errorf("%d lines refused", r.t.refused))
+	}
+	return nil
+}

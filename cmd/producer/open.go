@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/natsq"
+	"github.com/sluicehq/sluice/queue/redisq"
+)
+
+// session is the configuration, the queue and the producer on it.
+type session struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	p       *producer.Producer
+	closers []func() error // run in order by close
+}
+
+// open opens the queue of cfg's backend and a producer on it. Unlike the
+// dispatcher it needs no pacer: with backend nats, Redis is not used.
+func (g *globals) open(ctx context.Context, cfg *config.Config) (*session, error) {
+	log, err := g.logger()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{cfg: cfg, log: log}
+	q, err := s.openQueue(ctx)
+	if err != nil {
+		_ = s.close()
+		return nil, failure(err)
+	}
+	s.closers = append([]func() error{q.Close}, s.closers...)
+	s.p, err = newProducer(q, cfg)
+	if err != nil {
+		_ = s.close()
+		return nil, failure(err)
+	}
+	log.Debug("producer: queue open", "queue", cfg.Queue.Name, "backend", cfg.Queue.Backend, "lanes", s.p.Lanes())
+	return s, nil
+}
+
+func (s *session) openQueue(ctx context.Context) (queue.Queue, error) {
+	qcfg := s.cfg.QueueConfig()
+	if s.cfg.Queue.Backend == config.BackendNATS {
+		nc, err := s.cfg.ConnectNATS(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("nats: %w", err)
+		}
+		// Every publish was acknowledged before Enqueue returned, so there
+		// is nothing to drain.
+		s.closers = append(s.closers, func() error { nc.Close(); return nil })
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: %w", err)
+		}
+		return natsq.New(ctx, js, qcfg, natsq.WithLogger(s.log))
+	}
+	rdb, err := s.cfg.RedisClient()
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	s.closers = append(s.closers, rdb.Close)
+	return redisq.New(rdb, qcfg)
+}
+
+// close closes the queue, then the connection under it.
+func (s *session) close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// newProducer returns a producer on q with the lanes and limits of cfg.
+func newProducer(q queue.Enqueuer, cfg *config.Config) (*producer.Producer, error) {
+	return producer.New(q, cfg.PriorityConfig(), producer.WithMaxPayloadBytes(cfg.Queue.MaxPayloadBytes))
+}
+
+// checker returns a producer that checks jobs against cfg before any
+// connection is made; it cannot enqueue.
+func checker(cfg *config.Config) (*producer.Producer, error) {
+	p, err := newProducer(unopened{}, cfg)
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return p, nil
+}
+
+// unopened is the queue of a checker.
+type unopened struct{}
+
+func (unopened) Enqueue(context.Context, ...*queue.Job) ([]queue.EnqueueResult, error) {
+	return nil, errors.New("queue not open")
+}
