@@ -1,0 +1,3 @@
+package deploy_test
+
+func cleanupBinaries() {}
