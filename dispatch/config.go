@@ -35,6 +35,9 @@ type Config struct {
 	// DefaultThrottle is how long the cluster holds back after a throttling
 	// answer without a usable Retry-After. Zero means 1s.
 	DefaultThrottle time.Duration
+	// MaxThrottle caps how long one throttling answer holds the cluster
+	// back, whatever its Retry-After says. Zero means 1m.
+	MaxThrottle time.Duration
 	// Now is the clock. Zero means time.Now.
 	Now func() time.Time
 	// Rand draws backoff jitter in [0,1). Zero means math/rand/v2.Float64.
@@ -60,6 +63,7 @@ func (c *Config) SetDefaults() {
 	setDur(&c.Lookahead, 500*time.Millisecond)
 	setDur(&c.VisibilityTimeout, 30*time.Second)
 	setDur(&c.DefaultThrottle, time.Second)
+	setDur(&c.MaxThrottle, time.Minute)
 	if c.RateHint == 0 {
 		c.RateHint = 100
 	}

@@ -74,6 +74,7 @@ func (e *Engine) throttled(ctx context.Context, d queue.Delivery, thr *sink.Thro
 	if wait <= 0 {
 		wait = e.cfg.DefaultThrottle
 	}
+	wait = min(wait, e.cfg.MaxThrottle)
 	e.metrics.throttle()
 	e.metrics.outcome(d.Job().Lane, outThrottled)
 	if _, err := e.pacer.Throttle(ctx, wait); err != nil {
