@@ -171,8 +171,10 @@ func testClose(t *testing.T, h *harness) {
 	closed := make(chan error, 1)
 	timer := time.AfterFunc(after, func() { closed <- q.Close() })
 	defer timer.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), eventually)
+	defer cancel()
 	start := time.Now()
-	ds, err := q.Fetch(t.Context(), laneLow, 1)
+	ds, err := q.Fetch(ctx, laneLow, 1)
 	took := time.Since(start)
 	if len(ds) != 0 || !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Fetch blocked during Close: got %d deliveries, %v, want none, ErrClosed", len(ds), err)
@@ -186,7 +188,7 @@ func testClose(t *testing.T, h *harness) {
 	if _, err := q.Enqueue(t.Context(), newJob(laneLow, 1)); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Enqueue after Close: got %v, want ErrClosed", err)
 	}
-	if _, err := q.Fetch(t.Context(), laneLow, 1); !errors.Is(err, queue.ErrClosed) {
+	if _, err := q.Fetch(ctx, laneLow, 1); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Fetch after Close: got %v, want ErrClosed", err)
 	}
 	if err := q.Close(); err != nil && !errors.Is(err, queue.ErrClosed) {

@@ -97,11 +97,19 @@ func testMaxAttemptsByRetry(t *testing.T, h *harness) {
 func testMaxAttemptsByTimeout(t *testing.T, h *harness) {
 	q := h.openWith(func(c *queue.Config) { c.MaxAttempts = 2 })
 	id := enqueue(t, q, newJob(laneLow, 1))[0].ID
-	var last queue.Delivery
+	var held []queue.Delivery
 	for attempt := 1; attempt <= 2; attempt++ {
-		last = fetchOne(t, q, laneLow) // and never settled
-		if got := last.Job().Attempt; got != attempt {
+		d := fetchOne(t, q, laneLow) // and never settled
+		if got := d.Job().Attempt; got != attempt {
 			t.Fatalf("got attempt %d, want %d", got, attempt)
+		}
+		held = append(held, d)
+	}
+	// The first delivery timed out and the job went to the same consumer
+	// again: the stale delivery cannot settle it any more.
+	if !h.feat.StaleSettleUndetected {
+		if err := held[0].Ack(t.Context()); !errors.Is(err, queue.ErrSettled) {
+			t.Errorf("Ack of a timed-out delivery redelivered to the same consumer: got %v, want ErrSettled", err)
 		}
 	}
 	var dl queue.DeadLetter
@@ -128,7 +136,7 @@ func testMaxAttemptsByTimeout(t *testing.T, h *harness) {
 	waitCounts(t, q, laneLow, 0, 0, 0)
 	waitDeadLetters(t, q, 1)
 	if !h.feat.StaleSettleUndetected {
-		if err := last.Ack(t.Context()); !errors.Is(err, queue.ErrSettled) {
+		if err := held[1].Ack(t.Context()); !errors.Is(err, queue.ErrSettled) {
 			t.Errorf("Ack of the timed-out last attempt: got %v, want ErrSettled", err)
 		}
 	}
