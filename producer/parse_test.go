@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -85,4 +86,37 @@ func TestParseJobErrorsNameTheField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseJob checks that ParseJob never panics, that every error matches
+// queue.ErrInvalidJob, and that a job it accepts has a valid JSON payload
+// and reads back the same from its own JSON form.
+func FuzzParseJob(f *testing.F) {
+	for _, s := range []string{
+		`{"payload": 1}`, `{"id": "a", "lane": "vip", "user": "u", "key": "k", "cost": 3, "payload": {"x": [1, 2]}}`,
+		`{"not_before": "2026-11-21T10:00:00Z", "expires_at": "2026-11-21T10:05:00.123+02:00", "payload": "s"}`,
+		`{"payload": null}`, `[]`, `{`, `{"a": 1, "a": 2}`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		j, err := ParseJob(line)
+		if err != nil {
+			if j != nil || !errors.Is(err, queue.ErrInvalidJob) {
+				t.Fatalf("got %+v, %v: want no job and an invalid job error", j, err)
+			}
+			return
+		}
+		if !json.Valid(j.Payload) {
+			t.Fatalf("accepted payload %q, which is not valid JSON", j.Payload)
+		}
+		out, err := json.Marshal(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseJob(out)
+		if err != nil || back.ID != j.ID || back.Lane != j.Lane || back.Cost != j.Cost || !back.NotBefore.Equal(j.NotBefore) {
+			t.Fatalf("%s read back as %+v, %v; want %+v", out, back, err, j)
+		}
+	})
 }

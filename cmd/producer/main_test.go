@@ -398,3 +398,16 @@ func TestBackendDownExits1(t *testing.T) {
 		t.Errorf("file: got exit %d, %q, %q; want exit 1 naming the lines not enqueued", r.code, r.stdout, r.stderr)
 	}
 }
+
+func TestConfigFileFromTheEnvironment(t *testing.T) {
+	e := newRedisEnv(t)
+	t.Setenv("SLUICE_CONFIG", e.args[1])
+	t.Setenv("SLUICE_REDIS_URL", e.args[3])
+	r := runCmd(t, "", "--user", "alice", "--payload", "1")
+	if r.code != 0 || !idRE.MatchString(strings.TrimSpace(r.stdout)) {
+		t.Fatalf("got exit %d, %q, %q; want the job enqueued with the configuration of $SLUICE_CONFIG", r.code, r.stdout, r.stderr)
+	}
+	if got, want := lanes(t, e.q), "vip=1 default=0"; got != want {
+		t.Errorf("got lanes %s, want %s", got, want)
+	}
+}
