@@ -315,7 +315,7 @@ func TestGenFollowsTheMix(t *testing.T) {
 func TestGenKeepsToTheRate(t *testing.T) {
 	e := newRedisEnv(t)
 	start := time.Now()
-	r := runCmd(t, "", e.with("--gen", "11", "--rate", "100", "--batch", "4")...)
+	r := runCmd(t, "", e.with("--gen", "11", "--rate", "100", "--batch", "4", "--progress", "always")...)
 	elapsed := time.Since(start)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "enqueued 11 in ") {
 		t.Fatalf("got exit %d, %q, %q; want 11 enqueued", r.code, r.stdout, r.stderr)
@@ -323,6 +323,9 @@ func TestGenKeepsToTheRate(t *testing.T) {
 	// The 11th job is due 100ms after the first: the run cannot be shorter.
 	if elapsed < 100*time.Millisecond {
 		t.Errorf("11 jobs at 100/s took %s, want at least 100ms", elapsed)
+	}
+	if !strings.Contains(r.stderr, "jobs") {
+		t.Errorf("got stderr %q, want a progress bar counting jobs", r.stderr)
 	}
 	if got, want := lanes(t, e.q), "vip=0 default=11"; got != want {
 		t.Errorf("got lanes %s, want %s", got, want)
