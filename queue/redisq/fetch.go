@@ -31,9 +31,13 @@ func (q *Queue) Fetch(ctx context.Context, lane string, n int) ([]queue.Delivery
 		return nil, fmt.Errorf("redisq: fetch: %w: %q", queue.ErrUnknownLane, lane)
 	}
 	n = max(n, 1)
+	if err := q.startFetch(); err != nil {
+		return nil, fmt.Errorf("redisq: fetch: %w", err)
+	}
+	defer q.fetches.Done()
 	for {
 		if err := q.live(ctx); err != nil {
-			return nil, err
+			return nil, q.fetchErr(ctx, err)
 		}
 		ds, next, err := q.take(lane, n)
 		if isNoGroup(err) {
@@ -56,10 +60,14 @@ func (q *Queue) Fetch(ctx context.Context, lane string, n int) ([]queue.Delivery
 	}
 }
 
-// fetchErr wraps a Fetch error, giving ctx's error when ctx ended.
+// fetchErr wraps a Fetch error: queue.ErrClosed after Close, else ctx's
+// error (unwrapped, as the contract says) when ctx ended.
 func (q *Queue) fetchErr(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
+	}
+	if q.live(context.Background()) != nil {
+		return fmt.Errorf("redisq: fetch: %w", queue.ErrClosed)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
@@ -87,7 +95,7 @@ func (q *Queue) slice(ctx context.Context, next time.Duration) time.Duration {
 // take runs fetch.lua for lane. It returns the deliveries and how long until
 // the lane's next due-later job is due (-1 when none).
 func (q *Queue) take(lane string, n int) ([]queue.Delivery, time.Duration, error) {
-	keys := []string{q.keys.lane(lane), q.keys.delayed(lane), q.keys.dead(), q.keys.deadIndex()}
+	keys := []string{q.keys.lane(lane), q.keys.delayed(lane), q.keys.dead(), q.keys.deadIndex(), q.keys.claimCursor(lane)}
 	ctx := context.Background() // the reply must be read: see Fetch
 	v, err := q.scripts.fetch.Run(ctx, q.client, keys, group, q.cfg.Consumer, n,
 		q.cfg.VisibilityTimeout.Milliseconds(), q.cfg.MaxAttempts, lane, promoteLimit).Result()

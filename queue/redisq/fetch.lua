@@ -3,7 +3,10 @@
 --      the lane's stream, oldest due first;
 --   2. claims entries whose delivery went unsettled for longer than the
 --      visibility timeout (XAUTOCLAIM); an entry whose next attempt would
---      exceed max attempts is dead-lettered instead;
+--      exceed max attempts is dead-lettered instead. XAUTOCLAIM scans at most
+--      10n pending entries, so the scan goes on from a cursor kept in Redis
+--      (and wraps at the end): an abandoned entry behind many live ones is
+--      reached after a few calls instead of never;
 --   3. reads new entries for the rest (XREADGROUP '>', not blocking).
 -- A due-later member is "<token>:<attempts>:<len(id)>:<id><job JSON>".
 --
@@ -11,6 +14,7 @@
 -- KEYS[2] -> the lane's due-later sorted set
 -- KEYS[3] -> the dead-letter stream
 -- KEYS[4] -> the dead-letter index hash (job id -> dead-letter entry id)
+-- KEYS[5] -> the lane's claim cursor (string: the entry id to scan from)
 -- ARGV[1] -> the consumer group
 -- ARGV[2] -> the consumer
 -- ARGV[3] -> n, the most entries to return
@@ -21,7 +25,7 @@
 -- Returns {next_due, then 4 values per entry: entry id, attempts before this
 -- entry, delivery count, job JSON}. next_due is the time in ms until the
 -- lane's next due-later job is due (0: some are due now, -1: none).
-local stream, delayed, dead, index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stream, delayed, dead, index, cursor = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local group, consumer, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local vis, max, lane, promote = ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local t = redis.call('TIME')
@@ -45,7 +49,12 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0,
 end
 
 local out = {-1}
-local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, vis, '0-0', 'COUNT', n)
+local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, vis, redis.call('GET', cursor) or '0-0', 'COUNT', n)
+if claimed[1] == '0-0' then
+  redis.call('DEL', cursor)
+else
+  redis.call('SET', cursor, claimed[1])
+end
 for _, e in ipairs(claimed[2]) do
   if type(e) == 'table' then
     local eid, f = e[1], e[2]

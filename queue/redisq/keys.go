@@ -16,6 +16,10 @@ func (k keys) lane(lane string) string { return k.prefix + "lane:" + lane }
 // in Unix ms.
 func (k keys) delayed(lane string) string { return k.prefix + "delayed:" + lane }
 
+// claimCursor holds where the next scan for timed-out deliveries of a lane
+// starts.
+func (k keys) claimCursor(lane string) string { return k.prefix + "claim-cursor:" + lane }
+
 // dead is the stream of dead letters, oldest first.
 func (k keys) dead() string { return k.prefix + "dead" }
 

@@ -46,6 +46,8 @@ type Queue struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	mu        sync.Mutex     // orders fetches.Add before Close's Wait
+	fetches   sync.WaitGroup // running Fetch calls, waited for by Close
 }
 
 // New returns a queue on client configured by cfg: it applies cfg's
@@ -87,13 +89,18 @@ func defaultConsumer() string {
 func (q *Queue) Consumer() string { return q.cfg.Consumer }
 
 // Close stops the queue: blocked Fetch calls return queue.ErrClosed within
-// a block slice (half a second), and later calls fail with it. It removes
-// this consumer from the lanes' groups where it holds no job. It does not
-// close the Redis client. Closing again does nothing and returns nil.
+// a block slice (half a second), and Close waits for them, so the client may
+// be closed once Close returns; later calls fail with queue.ErrClosed. Close
+// removes this consumer from the lanes' groups where it holds no job. It
+// does not close the Redis client. Closing again does nothing and returns
+// nil.
 func (q *Queue) Close() error {
 	var err error
 	q.closeOnce.Do(func() {
+		q.mu.Lock()
 		close(q.closed)
+		q.mu.Unlock()
+		q.fetches.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		err = q.scripts.forget.Run(ctx, q.client, q.keys.lanes(q.cfg.Lanes), group, q.cfg.Consumer).Err()
@@ -102,6 +109,18 @@ func (q *Queue) Close() error {
 		}
 	})
 	return err
+}
+
+// startFetch registers a running Fetch, or returns queue.ErrClosed after
+// Close. The caller calls q.fetches.Done when the Fetch returns.
+func (q *Queue) startFetch() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.live(context.Background()); err != nil {
+		return err
+	}
+	q.fetches.Add(1)
+	return nil
 }
 
 // live returns queue.ErrClosed after Close, else ctx's error.

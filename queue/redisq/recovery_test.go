@@ -1,0 +1,85 @@
+package redisq_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// TestRecoveryBehindHeldEntries: an abandoned delivery sits in the pending
+// list behind 40 older deliveries that their consumer keeps alive with
+// Extend. XAUTOCLAIM scans at most ten entries per job asked for, so a
+// consumer fetching one job at a time must resume the scan where the last
+// one stopped to reach the abandoned entry at all.
+func TestRecoveryBehindHeldEntries(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	testredis.RequireReal(t, srv)
+	cfg := queue.Config{Name: "recovery", Lanes: []string{"only"}, VisibilityTimeout: time.Second}
+	holderCfg, rescuerCfg := cfg, cfg
+	holderCfg.Consumer, rescuerCfg.Consumer = "holder", "rescuer"
+	holder, rescuer := open(t, srv, holderCfg), open(t, srv, rescuerCfg)
+
+	const held = 40
+	jobs := make([]*queue.Job, held+1)
+	for i := range jobs {
+		jobs[i] = &queue.Job{Payload: fmt.Appendf(nil, `{"n":%d}`, i)}
+	}
+	res, err := holder.Enqueue(t.Context(), jobs...)
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	abandoned := res[held].ID
+	ds := fetchAll(t, holder, held+1)
+
+	// Keep the first 40 alive; never touch the last one.
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, d := range ds[:held] {
+				if err := d.Extend(ctx); err != nil && ctx.Err() == nil {
+					t.Errorf("Extend: %v", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { cancel(); <-done }()
+
+	fctx, fcancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer fcancel()
+	got, err := rescuer.Fetch(fctx, "only", 1)
+	if err != nil {
+		t.Fatalf("Fetch of the abandoned job behind %d held ones: %v", held, err)
+	}
+	if j := got[0].Job(); j.ID != abandoned || j.Attempt != 2 {
+		t.Errorf("got job %s attempt %d, want the abandoned %s, attempt 2", j.ID, j.Attempt, abandoned)
+	}
+}
+
+// fetchAll fetches exactly n jobs of lane "only" from q.
+func fetchAll(t *testing.T, q queue.Queue, n int) []queue.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	var ds []queue.Delivery
+	for len(ds) < n {
+		got, err := q.Fetch(ctx, "only", n-len(ds))
+		if err != nil {
+			t.Fatalf("Fetch: %d of %d, then %v", len(ds), n, err)
+		}
+		ds = append(ds, got...)
+	}
+	return ds
+}
