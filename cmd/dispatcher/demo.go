@@ -2,20 +2,42 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/demo"
 )
 
 // demoFlags are the flags of --demo.
 type demoFlags struct {
 	enabled bool
+	opts    demo.Options
 }
 
 func (d *demoFlags) register(root *cobra.Command) {
-	root.Flags().BoolVar(&d.enabled, "demo", false, "run everything embedded on this machine: no servers needed")
+	f := root.Flags()
+	f.BoolVar(&d.enabled, "demo", false, "run everything embedded on this machine (Redis, provider, 2 replicas, a burst of jobs): no servers needed")
+	f.StringVar(&d.opts.Backend, "demo-backend", "redis", "queue of the demo: redis (embedded miniredis) or nats (embedded JetStream)")
+	f.IntVar(&d.opts.Jobs, "demo-jobs", 2000, "jobs the demo bursts into the queue")
+	f.StringVar(&d.opts.Chart, "demo-chart", "", "where the demo writes its chart (.svg or .png; default sluice-demo.svg in the temp dir)")
 }
 
 func runDemo(ctx context.Context, g *globals, d demoFlags) error {
-	return &exitError{code: 2, err: fmt.Errorf("--demo: not available yet")}
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	if g.logLevel == "info" { // the live view is the output; replicas only speak up when something is wrong
+		g.logLevel = "warn"
+		if log, err = g.logger(); err != nil {
+			return err
+		}
+	}
+	o := d.opts
+	o.Out, o.Log, o.Timeout = g.stdout, log, 2*time.Minute
+	if _, err := demo.Run(ctx, o); err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	return nil
 }

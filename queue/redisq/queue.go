@@ -3,11 +3,13 @@ package redisq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -201,7 +203,10 @@ func token() string { return strconv.FormatUint(rand.Uint64(), 16) }
 
 // Stats implements queue.Inspector, reading every count at one moment of
 // Redis' clock. Ready counts jobs due now, including due-later jobs already
-// due that the next Fetch of their lane promotes.
+// due that the next Fetch of their lane promotes. InFlight counts fetched,
+// unsettled jobs, including those past their visibility timeout that no
+// Fetch has claimed yet. OldestAge runs from when the oldest ready job last
+// became ready: its enqueue, its retry's due time or its requeue.
 func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 	keys := append(q.keys.lanes(q.cfg.Lanes), q.keys.delayedSets(q.cfg.Lanes)...)
 	keys = append(keys, q.keys.dead())
@@ -230,8 +235,14 @@ func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 }
 
 // isNoGroup reports whether err says that a lane's consumer group is missing
-// (a new lane, or a Redis that lost its data).
-func isNoGroup(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
+// (a new lane, or a Redis that lost its data). Redis answers a script's
+// failing call with the NOGROUP error itself; miniredis (the demo's embedded
+// Redis) wraps it in a script error, so the code is looked for inside too.
+func isNoGroup(err error) bool {
+	var rerr redis.Error
+	return redis.HasErrorPrefix(err, "NOGROUP") ||
+		(errors.As(err, &rerr) && strings.Contains(rerr.Error(), "NOGROUP No such key"))
+}
 
 // ensureGroup creates the consumer group of lane, reading from the start of
 // its stream, unless it exists.
