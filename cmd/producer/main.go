@@ -200,7 +200,7 @@ func (g *globals) load() (*config.Config, error) {
 	if path == "" {
 		path = os.Getenv(config.EnvConfigFile)
 	}
-	cfg, err := config.Load(path, os.Environ(), flags)
+	cfg, err := config.LoadProducer(path, os.Environ(), flags)
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}

@@ -51,6 +51,8 @@ type Config struct {
 	Sink     Sink     `yaml:"sink"`
 	Metrics  Metrics  `yaml:"metrics"`
 	Dispatch Dispatch `yaml:"dispatch"`
+
+	producer bool // loaded by LoadProducer: the dispatcher's keys are optional
 }
 
 // Backend names the durable queue's store.

@@ -24,6 +24,18 @@ import (
 // the file cannot be read, or one matching ErrInvalid that lists every
 // problem found, each line naming its key.
 func Load(path string, env []string, flags map[string]string) (*Config, error) {
+	return load(path, env, flags, false)
+}
+
+// LoadProducer is Load for the producer, which sends nothing to the
+// provider: pacer.rate and sink.url are not required (they are still
+// checked when given), so a producer can be configured with the queue's
+// keys alone.
+func LoadProducer(path string, env []string, flags map[string]string) (*Config, error) {
+	return load(path, env, flags, true)
+}
+
+func load(path string, env []string, flags map[string]string, producer bool) (*Config, error) {
 	s := newSchema()
 	var ps problems
 	k := koanf.New(".")
@@ -49,7 +61,7 @@ func Load(path string, env []string, flags map[string]string) (*Config, error) {
 			return nil, fmt.Errorf("config: flag %s: %w", key, err)
 		}
 	}
-	c := &Config{}
+	c := &Config{producer: producer}
 	decodeAll(s, k, c, &ps)
 	c.SetDefaults()
 	c.validate(&ps)

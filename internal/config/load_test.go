@@ -414,3 +414,21 @@ func TestHandBuiltConfigValidates(t *testing.T) {
 		t.Errorf("Validate() with a negative rate: got problems about %v, want [pacer.rate]", keys)
 	}
 }
+
+// The producer needs only the queue's keys; the dispatcher's keys are
+// still checked when given.
+func TestLoadProducer(t *testing.T) {
+	flags := map[string]string{"queue.name": "sms"}
+	if _, err := LoadProducer("", nil, flags); err != nil {
+		t.Errorf("LoadProducer with queue.name only: %v, want nil", err)
+	}
+	if _, err := Load("", nil, flags); err == nil || !strings.Contains(err.Error(), "pacer.rate") || !strings.Contains(err.Error(), "sink.url") {
+		t.Errorf("Load with queue.name only: %v, want pacer.rate and sink.url required", err)
+	}
+	flags["pacer.rate"] = "-1"
+	flags["sink.url"] = "ftp://x"
+	_, err := LoadProducer("", nil, flags)
+	if err == nil || !strings.Contains(err.Error(), "pacer.rate") || !strings.Contains(err.Error(), "sink.url") {
+		t.Errorf("LoadProducer with a bad rate and sink url: %v, want both named", err)
+	}
+}

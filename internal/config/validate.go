@@ -26,16 +26,20 @@ func (c *Config) validate(ps *problems) {
 	ps.addAll(redisProblems)
 	_, natsProblems := c.natsOptions()
 	ps.addAll(natsProblems)
-	if c.Pacer.Rate == 0 {
+	if c.Pacer.Rate == 0 && !c.producer {
 		ps.addf("pacer.rate", "required: the provider's cap for the whole cluster, in requests per second")
 	}
-	pc := c.PacerConfig()
-	pc.SetDefaults()
-	ps.addChecked(pc.Validate(), pacer.ErrInvalidConfig, func(key string) bool {
-		// A pacer name taken from queue.name is reported as queue.name.
-		return key == "pacer.name" && c.Pacer.Name == c.Queue.Name
-	})
-	c.validateSink(ps)
+	if c.Pacer.Rate != 0 || !c.producer {
+		pc := c.PacerConfig()
+		pc.SetDefaults()
+		ps.addChecked(pc.Validate(), pacer.ErrInvalidConfig, func(key string) bool {
+			// A pacer name taken from queue.name is reported as queue.name.
+			return key == "pacer.name" && c.Pacer.Name == c.Queue.Name
+		})
+	}
+	if c.Sink.URL != "" || c.Sink.Type != SinkHTTP || !c.producer {
+		c.validateSink(ps)
+	}
 	if l := c.Metrics.Listen; l != MetricsOff {
 		if msg := checkListen(l); msg != "" {
 			ps.addf("metrics.listen", "%s", msg)
