@@ -3,8 +3,11 @@ package redisq_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/queue"
@@ -82,4 +85,35 @@ func fetchAll(t *testing.T, q queue.Queue, n int) []queue.Delivery {
 		ds = append(ds, got...)
 	}
 	return ds
+}
+
+// TestUnreadableEntryIsDeadLettered: an entry whose job cannot be decoded
+// (written by something else than this package) is dead-lettered with the
+// reason on its first fetch instead of blocking its lane, and the jobs
+// behind it are still delivered.
+func TestUnreadableEntryIsDeadLettered(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	testredis.RequireReal(t, srv)
+	q := open(t, srv, queue.Config{Name: "unreadable", Lanes: []string{"only"}})
+	err := srv.Client().XAdd(t.Context(), &redis.XAddArgs{
+		Stream: "sluice:{unreadable}:lane:only", Values: []string{"a", "0", "j", "{not json"},
+	}).Err()
+	if err != nil {
+		t.Fatalf("XADD: %v", err)
+	}
+	res, err := q.Enqueue(t.Context(), &queue.Job{Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	ds := fetchAll(t, q, 1)
+	if ds[0].Job().ID != res[0].ID {
+		t.Errorf("got job %s, want %s, the one behind the unreadable entry", ds[0].Job().ID, res[0].ID)
+	}
+	dead, err := q.ListDead(t.Context(), 10)
+	if err != nil {
+		t.Fatalf("ListDead: %v", err)
+	}
+	if len(dead) != 1 || !strings.Contains(dead[0].Reason, "unreadable job") || string(dead[0].Job.Payload) != `"{not json"` {
+		t.Errorf("ListDead: got %+v, want one unreadable job keeping its text", dead)
+	}
 }
