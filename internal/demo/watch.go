@@ -63,7 +63,7 @@ func waitP50(arrivals []mockprovider.Arrival, lane string) string {
 		return "     -"
 	}
 	slices.Sort(waits)
-	return fmt.Sprintf("%5.1fs", mockprovider.Percentile(waits, 0.5).Seconds())
+	return fmt.Sprintf("%5.1fs", mockprovider.Percentile(waits, 50).Seconds())
 }
 
 // finish prints the provider's report and writes the chart.
