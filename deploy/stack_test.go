@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -53,22 +52,7 @@ func TestStackRunsWithTheComposeCommandLines(t *testing.T) {
 
 	d := service(t, p, "dispatcher-1")
 	cfg := loadMountedConfig(t, d)
-	sinkURL, err := url.Parse(cfg.Sink.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sinkURL.Host = net.JoinHostPort("127.0.0.1", mockPort)
-	metricsPort := freePort(t)
-	src, _ := mountSource(t, d, configTarget)
-	disp := start(t, binary(t, "dispatcher"), withFlag(t, d.Command, "--config", src), composeEnv(t, d,
-		"SLUICE_REDIS_URL="+rs.URL(), "SLUICE_NATS_URL="+ns.URL(), "SLUICE_SINK_URL="+sinkURL.String(),
-		"SLUICE_METRICS_LISTEN=127.0.0.1:"+metricsPort))
-	eventually(t, 30*time.Second, "dispatcher ready (its Compose health check)", func() bool {
-		if !disp.running() {
-			t.Fatalf("dispatcher exited: %v\n%s", disp.err, disp.stderr.String())
-		}
-		return healthy(t, d.HealthCheck.Test, metricsPort)
-	})
+	disp, metricsPort := startDispatcher(t, d, rs.URL(), ns.URL(), "http://127.0.0.1:"+mockPort)
 	// The image's own HEALTHCHECK asks /healthz on the same port.
 	if !healthy(t, []string{"CMD", "/usr/local/bin/healthcheck", "http://127.0.0.1:9464/healthz"}, metricsPort) {
 		t.Error("dispatcher /healthz fails while /readyz passes")
@@ -101,4 +85,34 @@ func TestStackRunsWithTheComposeCommandLines(t *testing.T) {
 	if want := fmt.Sprintf("cap %g/s", cfg.Pacer.Rate); !strings.Contains(mp.stdout.String(), want) {
 		t.Errorf("mockprovider report lacks %q:\n%s", want, mp.stdout.String())
 	}
+}
+
+// startDispatcher runs the dispatcher binary as Compose runs service d,
+// with the stack's addresses replaced by redisURL, natsURL and the
+// provider at providerBase (the path of sink.url is kept), and waits until
+// d's health check passes. It returns the process and its metrics port.
+func startDispatcher(t *testing.T, d types.ServiceConfig, redisURL, natsURL, providerBase string) (*proc, string) {
+	t.Helper()
+	cfg := loadMountedConfig(t, d)
+	sinkURL, err := url.Parse(cfg.Sink.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := url.Parse(providerBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinkURL.Scheme, sinkURL.Host = base.Scheme, base.Host
+	metricsPort := freePort(t)
+	src, _ := mountSource(t, d, configTarget)
+	disp := start(t, binary(t, "dispatcher"), withFlag(t, d.Command, "--config", src), composeEnv(t, d,
+		"SLUICE_REDIS_URL="+redisURL, "SLUICE_NATS_URL="+natsURL, "SLUICE_SINK_URL="+sinkURL.String(),
+		"SLUICE_METRICS_LISTEN=127.0.0.1:"+metricsPort))
+	eventually(t, 30*time.Second, "dispatcher ready (its Compose health check)", func() bool {
+		if !disp.running() {
+			t.Fatalf("dispatcher exited: %v\n%s", disp.err, disp.stderr.String())
+		}
+		return healthy(t, d.HealthCheck.Test, metricsPort)
+	})
+	return disp, metricsPort
 }
