@@ -85,11 +85,11 @@ func runPipeline(t *testing.T, backend string) {
 		go func() { done <- e.Run(runCtx) }()
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for prov.Report(time.Time{}, time.Time{}).Delivered < jobs {
+	for _, n := prov.Counts(); n < jobs; _, n = prov.Counts() {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d jobs delivered in 30s", prov.Report(time.Time{}, time.Time{}).Delivered, jobs)
+			t.Fatalf("only %d of %d jobs delivered in 30s", n, jobs)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	stop()
 	for range replicas {

@@ -99,6 +99,13 @@ func newCluster(t *testing.T, backend string, rate float64, env ...string) *clus
 		c.env = append(c.env, "SLUICE_NATS_URL="+c.nats.URL())
 	}
 	c.env = append(c.env, env...)
+	// SLUICE_E2E_SET_X=v in the test's environment sets SLUICE_X=v for the
+	// dispatchers: a way to try settings in `make bench` without editing.
+	for _, kv := range os.Environ() {
+		if rest, ok := strings.CutPrefix(kv, "SLUICE_E2E_SET_"); ok {
+			c.env = append(c.env, "SLUICE_"+rest)
+		}
+	}
 	c.prio = priority.Config{Lanes: []priority.Lane{{Name: "vip", Weight: 8}, {Name: "default", Weight: 2}},
 		PrivilegedUsers: []string{"alice"}}
 	c.q = c.openQueue("e2e-producer")
@@ -165,15 +172,11 @@ func (c *cluster) start(n int, args ...string) []*proc {
 	return out
 }
 
-// delivered returns how many distinct jobs the provider answered 2xx.
+// delivered returns how many distinct jobs the provider answered 2xx. It
+// does not copy the arrivals, so polling it does not disturb the provider.
 func (c *cluster) delivered() int {
-	seen := map[string]bool{}
-	for _, a := range c.prov.Arrivals() {
-		if a.Status/100 == 2 {
-			seen[a.JobID] = true
-		}
-	}
-	return len(seen)
+	_, n := c.prov.Counts()
+	return n
 }
 
 // waitDelivered waits until n distinct jobs were delivered.
@@ -281,7 +284,7 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// eventually polls cond every 10ms until it holds or d passes.
+// eventually polls cond every 50ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -289,7 +292,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %s: not yet %s", d, what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

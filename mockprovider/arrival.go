@@ -1,6 +1,7 @@
 package mockprovider
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -83,9 +84,11 @@ func arrivalFromRequest(r *http.Request, at time.Time) Arrival {
 type recorder struct {
 	mu      sync.Mutex
 	max     int
-	buf     []Arrival // in arrival order until full, then a ring starting at next
-	next    int       // index of the oldest arrival once buf is full
-	dropped int64     // arrivals forgotten since the last reset
+	buf     []Arrival           // in arrival order until full, then a ring starting at next
+	next    int                 // index of the oldest arrival once buf is full
+	dropped int64               // arrivals forgotten since the last reset
+	total   int64               // arrivals since the last reset
+	done    map[string]struct{} // jobs answered 2xx, by job id else key
 }
 
 func newRecorder(max int) *recorder { return &recorder{max: max} }
@@ -94,6 +97,13 @@ func newRecorder(max int) *recorder { return &recorder{max: max} }
 func (r *recorder) add(a Arrival) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.total++
+	if id := cmp.Or(a.JobID, a.Key); id != "" && a.Status/100 == 2 {
+		if r.done == nil {
+			r.done = map[string]struct{}{}
+		}
+		r.done[id] = struct{}{}
+	}
 	if len(r.buf) < r.max {
 		r.buf = append(r.buf, a)
 		return
@@ -118,5 +128,12 @@ func (r *recorder) snapshot() ([]Arrival, int64) {
 func (r *recorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.buf, r.next, r.dropped = nil, 0, 0
+	r.buf, r.next, r.dropped, r.total, r.done = nil, 0, 0, 0, nil
+}
+
+// counts returns the arrivals and distinct jobs delivered since the last reset.
+func (r *recorder) counts() (int64, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total, len(r.done)
 }

@@ -14,6 +14,7 @@ import (
 // answers. A body that is not JSON is answered 400 without asking the
 // Responder; a body over 16 MiB is answered 413 and not recorded.
 func (p *Provider) serveJob(w http.ResponseWriter, r *http.Request) {
+	at := time.Now() // when the request reached the handler, before any lock
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
@@ -21,7 +22,7 @@ func (p *Provider) serveJob(w http.ResponseWriter, r *http.Request) {
 		}
 		return // otherwise the client went away mid-body
 	}
-	_, ans := p.decide(r, body)
+	_, ans := p.decide(r, body, at)
 	if ans.Delay > 0 {
 		t := time.NewTimer(ans.Delay)
 		defer t.Stop()

@@ -175,6 +175,11 @@ func (p *Provider) Arrivals() []Arrival {
 	return a
 }
 
+// Counts returns how many requests arrived and how many distinct jobs (by
+// job id, else idempotency key) were answered 2xx, without copying the
+// arrivals: cheap enough to poll while the provider is under load.
+func (p *Provider) Counts() (arrivals int64, delivered int) { return p.rec.counts() }
+
 // Report summarises the arrivals with since <= At < until; a zero since or
 // until leaves that end open.
 func (p *Provider) Report(since, until time.Time) Report {
@@ -184,13 +189,16 @@ func (p *Provider) Report(since, until time.Time) Report {
 	return r
 }
 
-// decide stamps, answers and records one arrival, all under one lock so
-// that Seq, At and the random draws follow the same order.
-func (p *Provider) decide(r *http.Request, body []byte) (Arrival, Answer) {
+// decide answers and records one arrival that reached the handler at at,
+// under one lock so that Seq and the random draws follow the same order.
+// At is taken before the lock, so that waiting for it (a reader copying the
+// arrivals, say) cannot bunch the recorded times; Seq may then differ from
+// the order of At by the few requests that raced, and reports sort by At.
+func (p *Provider) decide(r *http.Request, body []byte, at time.Time) (Arrival, Answer) {
 	p.decideMu.Lock()
 	defer p.decideMu.Unlock()
 	p.seq++
-	a := arrivalFromRequest(r, time.Now())
+	a := arrivalFromRequest(r, at)
 	a.Seq, a.BodyBytes = p.seq, len(body)
 	if p.cfg.KeepBodies {
 		a.Body = json.RawMessage(body)
