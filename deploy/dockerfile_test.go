@@ -1,9 +1,8 @@
 package deploy_test
 
 import (
-	"bufio"
 	"debug/elf"
-	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,116 +11,98 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/linter"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
 )
 
-// instruction is one Dockerfile instruction, continuation lines joined.
-type instruction struct {
-	cmd  string // upper case: FROM, RUN, ...
-	args string
-	line int
+// dockerfile is the Dockerfile as BuildKit reads it.
+type dockerfile struct {
+	metaArgs []instructions.ArgCommand
+	stages   []instructions.Stage
+	warnings []string // BuildKit's lint rules (docker build --check)
 }
 
-// stage is one FROM ... AS name and its instructions.
-type stage struct {
-	base, name string
-	ins        []instruction
-}
-
-// find returns the stage's instructions of one kind.
-func (s stage) find(cmd string) []instruction {
-	var out []instruction
-	for _, in := range s.ins {
-		if in.cmd == cmd {
-			out = append(out, in)
-		}
-	}
-	return out
-}
-
-// parseDockerfile reads the Dockerfile's stages. It understands what the
-// Dockerfile uses: comments, '\' continuations, FROM [--platform] IMAGE AS NAME.
-func parseDockerfile(t *testing.T) (args []instruction, stages []stage) {
+// parseDockerfile parses the Dockerfile with BuildKit's own parser and
+// instruction decoder (what docker build runs), with its linter on.
+func parseDockerfile(t *testing.T) dockerfile {
 	t.Helper()
 	f, err := os.Open(inRoot("Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var lines []instruction
-	var cur strings.Builder
-	start := 0
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		text := strings.TrimSpace(sc.Text())
-		if cur.Len() == 0 && (text == "" || strings.HasPrefix(text, "#")) {
-			continue
-		}
-		if cur.Len() == 0 {
-			start = n
-		}
-		if body, more := strings.CutSuffix(text, `\`); more {
-			cur.WriteString(body + " ")
-			continue
-		}
-		cur.WriteString(text)
-		cmd, rest, _ := strings.Cut(cur.String(), " ")
-		lines = append(lines, instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(rest), line: start})
-		cur.Reset()
+	res, err := parser.Parse(f)
+	if err != nil {
+		t.Fatalf("Dockerfile does not parse: %v", err)
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	var d dockerfile
+	for _, w := range res.Warnings {
+		d.warnings = append(d.warnings, w.Short)
 	}
-	for _, in := range lines {
-		switch {
-		case in.cmd == "FROM":
-			f := strings.Fields(in.args)
-			f = slices.DeleteFunc(f, func(s string) bool { return strings.HasPrefix(s, "--") })
-			st := stage{base: f[0]}
-			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
-				st.name = f[2]
-			}
-			stages = append(stages, st)
-		case len(stages) == 0:
-			args = append(args, in)
-		default:
-			stages[len(stages)-1].ins = append(stages[len(stages)-1].ins, in)
+	lint := linter.New(&linter.Config{Warn: func(rule, _, _, msg string, loc []parser.Range) {
+		line := 0
+		if len(loc) > 0 {
+			line = loc[0].Start.Line
+		}
+		d.warnings = append(d.warnings, fmt.Sprintf("Dockerfile:%d: %s: %s", line, rule, msg))
+	}})
+	d.stages, d.metaArgs, err = instructions.Parse(res.AST, lint)
+	if err != nil {
+		t.Fatalf("Dockerfile: %v", err)
+	}
+	if len(d.stages) < 2 {
+		t.Fatalf("Dockerfile: %d stages, want a multi-stage build", len(d.stages))
+	}
+	return d
+}
+
+// commands returns a stage's commands of type T.
+func commands[T instructions.Command](st instructions.Stage) []T {
+	var out []T
+	for _, c := range st.Commands {
+		if v, ok := c.(T); ok {
+			out = append(out, v)
 		}
 	}
-	if len(stages) < 2 {
-		t.Fatalf("Dockerfile: %d stages, want a multi-stage build", len(stages))
-	}
-	return args, stages
+	return out
 }
 
 // buildLine is the Dockerfile's `go build` command: the shell command of
-// its RUN, without RUN's own --mount flags.
+// its RUN (BuildKit has taken RUN's own --mount flags off).
 type buildLine struct {
-	shell  string // as the RUN runs it
+	shell  string // as the RUN runs it, with sh -c
 	outDir string // the -o directory
 	line   int
 }
 
-// dockerBuildLine finds the one RUN of the build stage that runs go build.
+// dockerBuildLine finds the one RUN that runs go build.
 func dockerBuildLine(t *testing.T) buildLine {
 	t.Helper()
-	_, stages := parseDockerfile(t)
 	var found []buildLine
-	for _, st := range stages {
-		for _, in := range st.find("RUN") {
-			if !strings.Contains(in.args, "go build") {
+	for _, st := range parseDockerfile(t).stages {
+		for _, run := range commands[*instructions.RunCommand](st) {
+			shell := strings.Join(run.CmdLine, " ")
+			if !strings.Contains(shell, "go build") {
 				continue
 			}
-			f := strings.Fields(in.args)
-			for len(f) > 0 && strings.HasPrefix(f[0], "--") {
-				f = f[1:]
+			if !run.PrependShell {
+				t.Fatalf("Dockerfile: %q: want the shell form (it sets variables for go build)", shell)
 			}
-			found = append(found, buildLine{shell: strings.Join(f, " "), outDir: flagValue(f, "-o"), line: in.line})
+			found = append(found, buildLine{shell: shell, outDir: flagValue(strings.Fields(shell), "-o"), line: run.Location()[0].Start.Line})
 		}
 	}
 	if len(found) != 1 {
 		t.Fatalf("Dockerfile: %d RUN lines with go build, want 1: %+v", len(found), found)
 	}
 	return found[0]
+}
+
+func TestDockerfilePassesBuildKitsChecks(t *testing.T) {
+	if w := parseDockerfile(t).warnings; len(w) > 0 {
+		t.Errorf("BuildKit warns about the Dockerfile:\n%s", strings.Join(w, "\n"))
+	}
 }
 
 func TestDockerfileBuildsStaticBinariesWithCIsFlags(t *testing.T) {
@@ -156,73 +137,61 @@ func TestDockerfileBuildsStaticBinariesWithCIsFlags(t *testing.T) {
 var imageBinaries = []string{"dispatcher", "producer", "mockprovider", "healthcheck"}
 
 func TestDockerfileFinalImageIsSmallNonRootAndHealthChecked(t *testing.T) {
-	_, stages := parseDockerfile(t)
+	stages := parseDockerfile(t).stages
 	final := stages[len(stages)-1]
-	if final.base != "scratch" && !strings.HasPrefix(final.base, "gcr.io/distroless/static") {
-		t.Errorf("final stage FROM %s, want scratch or distroless/static (static binaries need no more)", final.base)
+	if final.BaseName != "scratch" && !strings.HasPrefix(final.BaseName, "gcr.io/distroless/static") {
+		t.Errorf("final stage FROM %s, want scratch or distroless/static (static binaries need no more)", final.BaseName)
 	}
-	users := final.find("USER")
+	users := commands[*instructions.UserCommand](final)
 	if len(users) == 0 {
 		t.Fatal("final stage has no USER: it would run as root")
 	}
-	user, _, _ := strings.Cut(users[len(users)-1].args, ":")
+	user, _, _ := strings.Cut(users[len(users)-1].User, ":")
 	if uid, err := strconv.Atoi(user); err != nil || uid == 0 {
-		t.Errorf("USER %q, want a numeric non-zero uid (Kubernetes' runAsNonRoot can only check a number)", users[len(users)-1].args)
+		t.Errorf("USER %q, want a numeric non-zero uid (Kubernetes' runAsNonRoot can only check a number)", users[len(users)-1].User)
 	}
 	b := dockerBuildLine(t)
-	copies := final.find("COPY")
-	if len(copies) != 1 || !slices.Equal(strings.Fields(copies[0].args), []string{"--from=build", b.outDir, "/usr/local/bin/"}) {
-		t.Errorf("final stage COPY %+v, want --from=build %s /usr/local/bin/", copies, b.outDir)
+	copies := commands[*instructions.CopyCommand](final)
+	if len(copies) != 1 || copies[0].From != stages[0].Name || !slices.Equal(copies[0].SourcePaths, []string{b.outDir}) || copies[0].DestPath != "/usr/local/bin/" {
+		t.Errorf("final stage copies %+v, want COPY --from=%s %s /usr/local/bin/", copies, stages[0].Name, b.outDir)
 	}
-	entry := execForm(t, final.find("ENTRYPOINT"), "ENTRYPOINT")
-	if !slices.Equal(entry, []string{"/usr/local/bin/dispatcher"}) {
-		t.Errorf("ENTRYPOINT %q, want the dispatcher", entry)
+	entry := commands[*instructions.EntrypointCommand](final)
+	if len(entry) != 1 || entry[0].PrependShell || !slices.Equal(entry[0].CmdLine, []string{"/usr/local/bin/dispatcher"}) {
+		t.Errorf("ENTRYPOINT %+v, want [\"/usr/local/bin/dispatcher\"] (exec form: there is no shell)", entry)
 	}
-	hcs := final.find("HEALTHCHECK")
+	hcs := commands[*instructions.HealthCheckCommand](final)
 	if len(hcs) != 1 {
 		t.Fatalf("final stage has %d HEALTHCHECK, want 1", len(hcs))
 	}
-	_, cmd, ok := strings.Cut(hcs[0].args, " CMD ")
-	if !ok {
-		t.Fatalf("HEALTHCHECK %q has no CMD", hcs[0].args)
+	hc := hcs[0].Health
+	if len(hc.Test) != 3 || hc.Test[0] != "CMD" || hc.Test[1] != "/usr/local/bin/healthcheck" {
+		t.Fatalf("HEALTHCHECK %q, want CMD [\"/usr/local/bin/healthcheck\", URL] (exec form: no shell, no curl)", hc.Test)
 	}
-	var hc []string
-	if err := json.Unmarshal([]byte(cmd), &hc); err != nil || len(hc) != 2 || hc[0] != "/usr/local/bin/healthcheck" {
-		t.Fatalf("HEALTHCHECK CMD %s, want [\"/usr/local/bin/healthcheck\", URL] in exec form (no shell in the image): %v", cmd, err)
+	if hc.Interval <= 0 || hc.Timeout <= 0 || hc.Timeout >= hc.Interval {
+		t.Errorf("HEALTHCHECK interval %s, timeout %s: want both set, timeout under the interval", hc.Interval, hc.Timeout)
 	}
-	u, err := url.Parse(hc[1])
+	u, err := url.Parse(hc.Test[2])
 	if err != nil {
 		t.Fatal(err)
 	}
-	expose := final.find("EXPOSE")
-	if len(expose) != 1 || expose[0].args != u.Port() || u.Hostname() != "127.0.0.1" {
-		t.Errorf("HEALTHCHECK asks %s, EXPOSE %+v: want the exposed metrics port on 127.0.0.1", hc[1], expose)
+	expose := commands[*instructions.ExposeCommand](final)
+	if len(expose) != 1 || !slices.Equal(expose[0].Ports, []string{u.Port()}) || u.Hostname() != "127.0.0.1" {
+		t.Errorf("HEALTHCHECK asks %s, EXPOSE %+v: want the exposed metrics port on 127.0.0.1", hc.Test[2], expose)
 	}
-}
-
-// execForm decodes the JSON exec form of the last of ins.
-func execForm(t *testing.T, ins []instruction, what string) []string {
-	t.Helper()
-	if len(ins) == 0 {
-		t.Fatalf("no %s", what)
-	}
-	var v []string
-	if err := json.Unmarshal([]byte(ins[len(ins)-1].args), &v); err != nil {
-		t.Fatalf("%s %s: want the JSON exec form: %v", what, ins[len(ins)-1].args, err)
-	}
-	return v
 }
 
 func TestDockerfileGoVersionMeetsGoMod(t *testing.T) {
-	args, stages := parseDockerfile(t)
+	d := parseDockerfile(t)
 	goVersion := ""
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a.args, "GO_VERSION="); a.cmd == "ARG" && ok {
-			goVersion = v
+	for _, a := range d.metaArgs {
+		for _, kv := range a.Args {
+			if kv.Key == "GO_VERSION" {
+				goVersion = kv.ValueString()
+			}
 		}
 	}
-	if !strings.Contains(stages[0].base, "golang:${GO_VERSION}") || goVersion == "" {
-		t.Fatalf("build stage FROM %s with ARG GO_VERSION=%q, want golang:${GO_VERSION} with a default", stages[0].base, goVersion)
+	if !strings.HasPrefix(d.stages[0].BaseName, "golang:${GO_VERSION}") || goVersion == "" {
+		t.Fatalf("build stage FROM %s with ARG GO_VERSION=%q, want golang:${GO_VERSION} with a default", d.stages[0].BaseName, goVersion)
 	}
 	mod, err := os.ReadFile(inRoot("go.mod"))
 	if err != nil {
@@ -255,10 +224,9 @@ func majorMinor(s string) ([2]int, error) {
 }
 
 func TestComposeBuildsTheDockerfilesStagesAndRunsItsBinaries(t *testing.T) {
-	_, stages := parseDockerfile(t)
 	var names []string
-	for _, st := range stages {
-		names = append(names, st.name)
+	for _, st := range parseDockerfile(t).stages {
+		names = append(names, st.Name)
 	}
 	p := loadProject(t, nil, "load")
 	for _, s := range p.Services {
