@@ -178,11 +178,11 @@ func sum(fams map[string]*dto.MetricFamily, name string, want map[string]string)
 	return total
 }
 
-func TestEveryQueriedMetricIsExportedByARunningReplica(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a replica on real Redis and NATS: skipped with -short")
-	}
-	base, prod := startReplica(t, &provider{seen: map[string]int{}})
+// enqueueEveryAnswer enqueues jobs that draw each of the provider's
+// answers once (see provider), ordinary ones, and a third from the
+// privileged user alice (the vip lane). It returns how many.
+func enqueueEveryAnswer(t *testing.T, prod *producer.Producer) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kinds := []string{"reject", "fail-once", "throttle-once"}
@@ -193,16 +193,24 @@ func TestEveryQueriedMetricIsExportedByARunningReplica(t *testing.T) {
 			kind = kinds[i]
 		}
 		if i%3 == 0 {
-			user = "alice" // privileged: the vip lane
+			user = "alice"
 		}
 		job := &queue.Job{User: user, Payload: json.RawMessage(fmt.Sprintf(`{"kind":%q,"n":%d}`, kind, i))}
 		if _, err := prod.Enqueue(ctx, job); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return ordinary + len(kinds)
+}
+
+func TestEveryQueriedMetricIsExportedByARunningReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a replica on real Redis and NATS: skipped with -short")
+	}
+	base, prod := startReplica(t, &provider{seen: map[string]int{}})
 	// Every job but the rejected one is delivered in the end: the failed
 	// one after its backoff, the throttled one after the Retry-After.
-	wantDelivered := float64(ordinary + len(kinds) - 1)
+	wantDelivered := float64(enqueueEveryAnswer(t, prod) - 1)
 	var fams map[string]*dto.MetricFamily
 	eventually(t, 45*time.Second, "all jobs settled", func() bool {
 		fams = scrape(t, base)

@@ -40,15 +40,7 @@ func TestStackRunsWithTheComposeCommandLines(t *testing.T) {
 	testredis.RequireReal(t, rs)
 	ns := testnats.Start(t)
 
-	mock := service(t, p, "mockprovider")
-	mockPort := freePort(t)
-	mp := start(t, binary(t, "mockprovider"), withFlag(t, mock.Command, "--listen", "127.0.0.1:"+mockPort), nil)
-	eventually(t, 20*time.Second, "mockprovider healthy", func() bool {
-		if !mp.running() {
-			t.Fatalf("mockprovider exited: %v\n%s", mp.err, mp.stderr.String())
-		}
-		return healthy(t, mock.HealthCheck.Test, mockPort)
-	})
+	mp, mockPort := startMockProvider(t, service(t, p, "mockprovider"))
 
 	d := service(t, p, "dispatcher-1")
 	cfg := loadMountedConfig(t, d)
@@ -115,4 +107,20 @@ func startDispatcher(t *testing.T, d types.ServiceConfig, redisURL, natsURL, pro
 		return healthy(t, d.HealthCheck.Test, metricsPort)
 	})
 	return disp, metricsPort
+}
+
+// startMockProvider runs the mock provider with the arguments of service
+// mock, listening on a free loopback port instead of 0.0.0.0:8080, and
+// waits until mock's health check passes.
+func startMockProvider(t *testing.T, mock types.ServiceConfig) (*proc, string) {
+	t.Helper()
+	port := freePort(t)
+	mp := start(t, binary(t, "mockprovider"), withFlag(t, mock.Command, "--listen", "127.0.0.1:"+port), nil)
+	eventually(t, 20*time.Second, "mockprovider healthy", func() bool {
+		if !mp.running() {
+			t.Fatalf("mockprovider exited: %v\n%s", mp.err, mp.stderr.String())
+		}
+		return healthy(t, mock.HealthCheck.Test, port)
+	})
+	return mp, port
 }
