@@ -87,7 +87,8 @@ var grafanaMacros = strings.NewReplacer("$__rate_interval", "1m", "$__interval",
 // query is a parsed PromQL expression and what it uses.
 type query struct {
 	expr      string
-	metrics   []string  // metric names selected
+	metrics   []string // metric names selected
+	selectors []*parser.VectorSelector
 	jobs      []string  // values the job label is matched against
 	quantiles []float64 // first arguments of histogram_quantile
 }
@@ -113,6 +114,7 @@ func parseQuery(t *testing.T, where, expr string) query {
 				}
 			}
 			q.metrics = append(q.metrics, name)
+			q.selectors = append(q.selectors, n)
 		case *parser.Call:
 			if n.Func.Name == "histogram_quantile" {
 				if lit, ok := n.Args[0].(*parser.NumberLiteral); ok {
@@ -272,21 +274,27 @@ func alertRules(t *testing.T) map[string]string {
 	return rules
 }
 
-// queriedMetrics returns every metric name the dashboard and the alerts
-// select, with where each is used.
-func queriedMetrics(t *testing.T) map[string][]string {
+// usedSelector is a selector of the dashboard or the alerts, and where.
+type usedSelector struct {
+	where string
+	sel   *parser.VectorSelector
+}
+
+// queriedSelectors returns every selector the dashboard's panels and
+// variables and the alerts use.
+func queriedSelectors(t *testing.T) []usedSelector {
 	t.Helper()
-	used := map[string][]string{}
+	var used []usedSelector
 	for where, qs := range dashboardQueries(t, loadDashboard(t)) {
 		for _, q := range qs {
-			for _, m := range q.metrics {
-				used[m] = append(used[m], where)
+			for _, sel := range q.selectors {
+				used = append(used, usedSelector{where, sel})
 			}
 		}
 	}
 	for name, expr := range alertRules(t) {
-		for _, m := range parseQuery(t, "alert "+name, expr).metrics {
-			used[m] = append(used[m], "alert "+name)
+		for _, sel := range parseQuery(t, "alert "+name, expr).selectors {
+			used = append(used, usedSelector{"alert " + name, sel})
 		}
 	}
 	return used

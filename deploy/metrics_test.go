@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/replica"
@@ -136,23 +138,63 @@ func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// seriesNames returns the names of the series the families expose, as
-// PromQL selects them (a histogram's _bucket, _sum and _count).
-func seriesNames(fams map[string]*dto.MetricFamily) map[string]bool {
-	names := map[string]bool{}
-	for name, f := range fams {
-		switch f.GetType() {
-		case dto.MetricType_HISTOGRAM:
-			for _, s := range []string{"_bucket", "_sum", "_count"} {
-				names[name+s] = true
+// family returns the family a PromQL metric name selects from (a
+// histogram's _bucket, _sum and _count select from the histogram), or nil.
+func family(fams map[string]*dto.MetricFamily, name string) *dto.MetricFamily {
+	if f, ok := fams[name]; ok && f.GetType() != dto.MetricType_HISTOGRAM {
+		return f
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok {
+			if f := fams[base]; f.GetType() == dto.MetricType_HISTOGRAM || f.GetType() == dto.MetricType_SUMMARY {
+				return f
 			}
-		case dto.MetricType_SUMMARY:
-			names[name], names[name+"_sum"], names[name+"_count"] = true, true, true
-		default:
-			names[name] = true
 		}
 	}
-	return names
+	return nil
+}
+
+// selects reports whether sel matches at least one series of f. Labels
+// Prometheus adds at scrape time (job, instance) and matchers on a
+// Grafana variable ($lane) match anything.
+func selects(sel *parser.VectorSelector, f *dto.MetricFamily) bool {
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		ok := true
+		for _, lm := range sel.LabelMatchers {
+			switch {
+			case lm.Name == "__name__", lm.Name == "job", lm.Name == "instance", strings.Contains(lm.Value, "$"):
+			default:
+				ok = ok && lm.Matches(labels[lm.Name])
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSelectors fails the test for every selector of the dashboard and
+// the alerts that selects no series of the scrape: a metric the replica
+// does not export, or a label value it never gives.
+func checkSelectors(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	for _, u := range queriedSelectors(t) {
+		if slices.Contains(prometheusSeries, u.sel.Name) {
+			continue
+		}
+		f := family(fams, u.sel.Name)
+		switch {
+		case f == nil:
+			t.Errorf("%s: %s is not exported by the replica", u.where, u.sel.Name)
+		case !selects(u.sel, f):
+			t.Errorf("%s: %s selects none of the replica's series", u.where, u.sel)
+		}
+	}
 }
 
 // sum adds the values of a family's series whose labels include want.
@@ -234,10 +276,5 @@ func TestEveryQueriedMetricIsExportedByARunningReplica(t *testing.T) {
 		}
 	}
 
-	exported := seriesNames(fams)
-	for name, where := range queriedMetrics(t) {
-		if !exported[name] && !slices.Contains(prometheusSeries, name) {
-			t.Errorf("%s, queried by %v, is not exported by the replica", name, slices.Compact(slices.Sorted(slices.Values(where))))
-		}
-	}
+	checkSelectors(t, fams)
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -150,3 +151,33 @@ func TestGrafanaIsProvisionedWithPrometheusAndTheDashboard(t *testing.T) {
 }
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// TestPrometheusFilesPassPromtool checks prometheus.yml and its rule files
+// with Prometheus' own promtool, where it is installed (Debian's package
+// prometheus has it). The container paths are moved to a copy on the host.
+func TestPrometheusFilesPassPromtool(t *testing.T) {
+	promtool := lookPath(t, "promtool")
+	prom := service(t, loadProject(t, nil), "prometheus")
+	configFile := flagValue(prom.Command, "--config.file")
+	mountDir := path.Dir(configFile)
+	hostDir := mountedFile(t, prom, mountDir)
+	tmp := t.TempDir()
+	entries, err := os.ReadDir(hostDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join(hostDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = []byte(strings.ReplaceAll(string(raw), mountDir+"/", tmp+"/"))
+		if err := os.WriteFile(filepath.Join(tmp, e.Name()), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.Command(promtool, "check", "config", filepath.Join(tmp, path.Base(configFile))).CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check config: %v\n%s", err, out)
+	}
+}
