@@ -7,7 +7,7 @@
 #   docker build -t sluice:local .
 #   docker run --rm -v "$PWD/configs/sluice-compose.yaml:/etc/sluice/sluice.yaml:ro" sluice:local
 #
-# The build line is the one deploy/deploy_test.go runs in CI (make test), so
+# The go build line is the one the tests in deploy/ run in CI (make test), so
 # the binaries the image ships are built the same way the tests build them.
 
 ARG GO_VERSION=1.26
