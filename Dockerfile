@@ -5,7 +5,10 @@
 # package manager), run as a non-root user.
 #
 #   docker build -t sluice:local .
-#   docker run --rm -v "$PWD/configs/sluice-compose.yaml:/etc/sluice/sluice.yaml:ro" sluice:local
+#   docker run --rm -v "$PWD/sluice.yaml:/etc/sluice/sluice.yaml:ro" -p 127.0.0.1:9464:9464 sluice:local
+#
+# The image ships no configuration: mount one (metrics.listen 0.0.0.0:9464 to
+# be scraped from outside the container). docker-compose.yml runs it all.
 #
 # The go build line is the one the tests in deploy/ run in CI (make test), so
 # the binaries the image ships are built the same way the tests build them.
