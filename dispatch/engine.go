@@ -42,7 +42,8 @@ type Engine struct {
 	readyCh  chan struct{}
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
-	open     atomic.Int64 // requests open to the provider
+	open     atomic.Int64        // requests open to the provider
+	acks     chan queue.Delivery // to the ack loop, when the queue acks in batches
 
 	healthMu sync.Mutex
 	health   map[string]error // last error per component, nil when healthy
@@ -108,6 +109,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	bg.Go(func() { e.keepAlive(fetchCtx) })
 
+	ackDone := make(chan struct{})
+	if ba, ok := e.q.(queue.BatchAcker); ok {
+		e.acks = make(chan queue.Delivery, e.cfg.MaxInFlight)
+		go func() { defer close(ackDone); e.ackLoop(ba) }()
+	} else {
+		close(ackDone)
+	}
+
 	// Requests in flight get their own context: shutdown gives them
 	// ShutdownTimeout before cancelling.
 	sendCtx, cancelSends := context.WithCancel(context.WithoutCancel(ctx))
@@ -122,6 +131,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		cancelSends()
 		e.sends.Wait()
 	}
+	if e.acks != nil {
+		close(e.acks)
+	}
+	<-ackDone
 	e.release(e.drain())
 	return nil
 }

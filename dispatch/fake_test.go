@@ -69,8 +69,8 @@ func (q *memQueue) Fetch(ctx context.Context, lane string, n int) ([]queue.Deliv
 }
 
 func (q *memQueue) ListDead(context.Context, int) ([]queue.DeadLetter, error) { return nil, nil }
-func (q *memQueue) Requeue(context.Context, ...string) (int, error)        { return 0, nil }
-func (q *memQueue) Close() error                                            { return nil }
+func (q *memQueue) Requeue(context.Context, ...string) (int, error)           { return 0, nil }
+func (q *memQueue) Close() error                                              { return nil }
 
 func (q *memQueue) Stats(context.Context) (queue.Stats, error) {
 	q.mu.Lock()

@@ -15,8 +15,8 @@ func TestMetricsLint(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	q := newMemQueue("vip", "default")
 	m, err := NewMetrics(reg, Sources{
-		Queue:        q,
-		SlotsGranted: func() float64 { return 3 },
+		Queue:         q,
+		SlotsGranted:  func() float64 { return 3 },
 		EffectiveRate: func(context.Context) (float64, float64, error) { return 250, 400, nil },
 	})
 	if err != nil {

@@ -42,7 +42,7 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 	switch {
 	case err == nil:
 		e.metrics.outcome(j.Lane, outDelivered)
-		e.settled(j, "ack", d.Ack(sctx))
+		e.ack(sctx, d)
 	case errors.As(err, &thr):
 		e.throttled(sctx, d, thr)
 	case errors.Is(err, sink.ErrPermanent):
@@ -94,11 +94,6 @@ func (e *Engine) expire(ctx context.Context, d queue.Delivery) {
 	e.settled(j, "dead-letter", d.DeadLetter(sctx, reason))
 }
 
-// releaser is a delivery that can give its job back to the queue at once.
-type releaser interface {
-	Release(ctx context.Context) error
-}
-
 // release gives jobs held unsent back to the queue at shutdown. A backend
 // that cannot release leaves them to come back after the visibility
 // timeout; either way they are not lost and were never sent.
@@ -106,7 +101,7 @@ func (e *Engine) release(ds []queue.Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	for _, d := range ds {
-		if r, ok := d.(releaser); ok {
+		if r, ok := d.(queue.Releaser); ok {
 			e.settled(d.Job(), "release", r.Release(ctx))
 		}
 	}

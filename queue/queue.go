@@ -116,3 +116,22 @@ type Stats struct {
 type Inspector interface {
 	Stats(ctx context.Context) (Stats, error)
 }
+
+// BatchAcker is implemented by queues that can acknowledge many deliveries
+// in one call. The dispatch engine uses it when present: at high rates
+// acks are then one round trip per batch instead of per job.
+type BatchAcker interface {
+	// AckBatch acks every delivery (each fetched from this queue) and
+	// returns one error per delivery, in order: nil when acked, one
+	// wrapping ErrSettled when the delivery was no longer this consumer's.
+	AckBatch(ctx context.Context, ds []Delivery) []error
+}
+
+// Releaser is implemented by deliveries that can give their job back to
+// the queue at once, unsent, for another consumer to take (at shutdown).
+// Without it, an unsettled job comes back after the visibility timeout.
+type Releaser interface {
+	// Release gives the job back. Where the backend can, the release does
+	// not count as an attempt.
+	Release(ctx context.Context) error
+}

@@ -274,3 +274,42 @@ func TestRequeueIntoGoneLane(t *testing.T) {
 		t.Errorf("requeued job: got id %q lane %q attempt %d, want %q, only, 1", d.Job().ID, d.Job().Lane, d.Job().Attempt, id)
 	}
 }
+
+// A released job is delivered again at once, before the visibility timeout.
+func TestRelease(t *testing.T) {
+	ns := testnats.Start(t)
+	js, err := jetstream.New(ns.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := queue.Config{Name: "release", Lanes: []string{"default"}, VisibilityTimeout: 5 * time.Second}
+	q, err := natsq.New(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	if _, err := q.Enqueue(ctx, &queue.Job{ID: "r1", Payload: []byte(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ds, err := q.Fetch(fctx, "default", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ds[0].(queue.Releaser).Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ds2, err := q.Fetch(fctx, "default", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds2[0].Job().ID != "r1" || time.Since(start) > 4*time.Second {
+		t.Errorf("after release: job %s after %s, want r1 before the 5s visibility timeout", ds2[0].Job().ID, time.Since(start))
+	}
+	if err := ds2[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -196,3 +196,20 @@ func (q *Queue) deadLetter(ctx context.Context, d *delivery, reason string) erro
 	defer cancel()
 	return d.ack(actx)
 }
+
+var _ queue.Releaser = (*delivery)(nil)
+
+// Release implements queue.Releaser: the message is negatively
+// acknowledged, so the server delivers it again at once, to any consumer.
+// JetStream counts that delivery, so the job's next Attempt is one higher.
+func (d *delivery) Release(ctx context.Context) error {
+	if err := d.begin(); err != nil {
+		return err
+	}
+	err := d.msg.Nak()
+	if err != nil {
+		err = fmt.Errorf("natsq: release %s: %w", d.job.ID, err)
+	}
+	d.end(err)
+	return err
+}

@@ -26,12 +26,16 @@ var (
 	statsLua string
 	//go:embed forget.lua
 	forgetLua string
+	//go:embed ackbatch.lua
+	ackBatchLua string
+	//go:embed release.lua
+	releaseLua string
 )
 
 // scripts holds each script wrapped once; Run uses EVALSHA and falls back to
 // EVAL when the server does not know the script (after a restart, say).
 type scripts struct {
-	enqueue, fetch, ack, retry, deadLetter, extend, requeue, stats, forget *redis.Script
+	enqueue, fetch, ack, retry, deadLetter, extend, requeue, stats, forget, ackBatch, release *redis.Script
 }
 
 func newScripts() *scripts {
@@ -45,5 +49,7 @@ func newScripts() *scripts {
 		requeue:    redis.NewScript(requeueLua),
 		stats:      redis.NewScript(statsLua),
 		forget:     redis.NewScript(forgetLua),
+		ackBatch:   redis.NewScript(ackBatchLua),
+		release:    redis.NewScript(releaseLua),
 	}
 }
