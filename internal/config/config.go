@@ -115,6 +115,27 @@ type Redis struct {
 	PasswordFile string `yaml:"password_file"`
 	// TLS configures TLS; the URL must then be rediss://.
 	TLS TLS `yaml:"tls"`
+	// ClusterAddrs are further nodes of a Redis Cluster (host:port): with
+	// them the client is a cluster client, seeded with redis.url's node and
+	// these. Every key sluice uses carries the queue name as its hash tag,
+	// so each script runs on one node. Optional; database must be 0.
+	ClusterAddrs []string `yaml:"cluster_addrs"`
+	// Sentinel finds the master through Redis Sentinel; redis.url then
+	// gives the credentials, database and TLS, and its host is ignored.
+	// Optional; not together with cluster_addrs.
+	Sentinel Sentinel `yaml:"sentinel"`
+}
+
+// Sentinel configures Redis Sentinel.
+type Sentinel struct {
+	// MasterName is the name the sentinels monitor the master under.
+	// Setting it turns Sentinel on.
+	MasterName string `yaml:"master_name"`
+	// Addrs are the sentinels (host:port). Required with master_name.
+	Addrs []string `yaml:"addrs"`
+	// PasswordFile names a file holding the sentinels' own password, if
+	// they have one. Optional.
+	PasswordFile string `yaml:"password_file"`
 }
 
 // TLS is a client's TLS material. The zero value uses the system's roots

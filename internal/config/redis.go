@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -22,10 +24,36 @@ func (c *Config) RedisOptions() (*redis.Options, error) {
 // RedisClient returns a new client for redis.url, as RedisOptions
 // configures it. The caller closes it. It does not connect: the first
 // command does.
+//
+// With redis.cluster_addrs it returns a cluster client, with
+// redis.sentinel a client that finds the master through the sentinels.
 func (c *Config) RedisClient() (redis.UniversalClient, error) {
 	opts, err := c.RedisOptions()
 	if err != nil {
 		return nil, err
+	}
+	r := &c.Redis
+	switch {
+	case len(r.ClusterAddrs) > 0:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: append([]string{opts.Addr}, r.ClusterAddrs...), Username: opts.Username, Password: opts.Password,
+			TLSConfig: opts.TLSConfig, DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout,
+			WriteTimeout: opts.WriteTimeout, PoolSize: opts.PoolSize,
+		}), nil
+	case r.Sentinel.MasterName != "":
+		var sentinelPassword string
+		if f := r.Sentinel.PasswordFile; f != "" {
+			pw, p := readSecretFile("redis.sentinel.password_file", f)
+			if p != nil {
+				return nil, joinProblems([]*problem{p})
+			}
+			sentinelPassword = pw
+		}
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: r.Sentinel.MasterName, SentinelAddrs: r.Sentinel.Addrs, SentinelPassword: sentinelPassword,
+			Username: opts.Username, Password: opts.Password, DB: opts.DB, TLSConfig: opts.TLSConfig,
+			DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout, PoolSize: opts.PoolSize,
+		}), nil
 	}
 	return redis.NewClient(opts), nil
 }
@@ -55,6 +83,7 @@ func (c *Config) redisOptions() (*redis.Options, []*problem) {
 			opts.Password = pw
 		}
 	}
+	ps = append(ps, r.topologyProblems(opts.DB)...)
 	if r.TLS.isSet() {
 		if opts.TLSConfig == nil {
 			ps = append(ps, problemf("redis.tls", "set, but redis.url does not start with rediss://"))
@@ -70,4 +99,45 @@ func joinProblems(list []*problem) error {
 	var ps problems
 	ps.addAll(list)
 	return ps.err()
+}
+
+// topologyProblems checks redis.cluster_addrs and redis.sentinel.
+func (r *Redis) topologyProblems(db int) []*problem {
+	var ps []*problem
+	for i, a := range r.ClusterAddrs {
+		if msg := checkHostPort(a); msg != "" {
+			ps = append(ps, problemf(fmt.Sprintf("redis.cluster_addrs[%d]", i), "%s", msg))
+		}
+	}
+	if len(r.ClusterAddrs) > 0 && db != 0 {
+		ps = append(ps, problemf("redis.url", "a Redis Cluster has only database 0, got %d", db))
+	}
+	s := &r.Sentinel
+	if s.MasterName == "" {
+		if len(s.Addrs) > 0 || s.PasswordFile != "" {
+			ps = append(ps, problemf("redis.sentinel.master_name", "required with redis.sentinel.addrs"))
+		}
+		return ps
+	}
+	if len(r.ClusterAddrs) > 0 {
+		ps = append(ps, problemf("redis.sentinel", "give redis.sentinel or redis.cluster_addrs, not both"))
+	}
+	if len(s.Addrs) == 0 {
+		ps = append(ps, problemf("redis.sentinel.addrs", "at least one sentinel (host:port) is required with redis.sentinel.master_name"))
+	}
+	for i, a := range s.Addrs {
+		if msg := checkHostPort(a); msg != "" {
+			ps = append(ps, problemf(fmt.Sprintf("redis.sentinel.addrs[%d]", i), "%s", msg))
+		}
+	}
+	return ps
+}
+
+// checkHostPort checks a host:port to connect to.
+func checkHostPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return fmt.Sprintf("must be host:port, got %q", addr)
+	}
+	return ""
 }

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ type Options struct {
 	// AOF turns on the append-only file with fsync on every write, so that a
 	// Kill and Restart keeps every acknowledged write.
 	AOF bool
+	// Cluster starts the server as a one-node Redis Cluster owning every
+	// slot, so that tests can run a cluster client against it.
+	Cluster bool
 }
 
 // Server is one redis-server (or miniredis) owned by a test.
@@ -142,6 +146,9 @@ func (s *Server) start() error {
 		"--protected-mode", "yes",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 	}
+	if s.opts.Cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
+	}
 	if s.opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
@@ -154,7 +161,11 @@ func (s *Server) start() error {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	if err := waitReady(s.Addr(), done); err != nil {
+	err := waitReady(s.Addr(), done)
+	if err == nil && s.opts.Cluster {
+		err = claimSlots(s.Addr())
+	}
+	if err != nil {
 		_ = cmd.Process.Kill()
 		<-done
 		return err
@@ -199,6 +210,26 @@ func waitReady(addr string, exited <-chan struct{}) error {
 	return fmt.Errorf("testredis: redis-server on %s not ready after 10s", addr)
 }
 
+// claimSlots gives every slot to a fresh one-node cluster and waits until
+// the cluster is up.
+func claimSlots(addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil && !strings.Contains(err.Error(), "already busy") {
+		return fmt.Errorf("testredis: cluster addslots: %w", err)
+	}
+	for ctx.Err() == nil {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("testredis: cluster on %s not ok after 10s", addr)
+}
+
 // freePort asks the kernel for a free loopback port.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -207,4 +238,41 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Sentinel is a redis-sentinel process watching a master.
+type Sentinel struct {
+	Addr string // host:port of the sentinel
+}
+
+// StartSentinel starts a sentinel on a free port that monitors master
+// under masterName, and stops it when the test ends.
+func StartSentinel(t testing.TB, master *Server, masterName string) *Sentinel {
+	t.Helper()
+	RequireReal(t, master)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	host, mport, _ := net.SplitHostPort(master.Addr())
+	body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 5000\n",
+		port, dir, masterName, host, mport, masterName)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", conf, "--sentinel")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testredis: start sentinel: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := waitReady(addr, done); err != nil {
+		t.Fatal(err)
+	}
+	return &Sentinel{Addr: addr}
 }
