@@ -2,21 +2,30 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench lint build
+.PHONY: test bench bench-micro bench-e2e lint build demo
 
 ## test: every test with the race detector, against real redis-server and NATS started by the tests
 test:
-	$(GO) test -race -count=1 -timeout 9m $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-## bench: the benchmarks, printed as tables
-bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./pacer/ ./queue/...
+## bench: the micro benchmarks, then the end-to-end table (4 dispatcher processes, real Redis and NATS)
+bench: bench-micro bench-e2e
+
+bench-micro:
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./pacer/ ./queue/... ./dispatch/
+
+bench-e2e:
+	@SLUICE_BENCH=1 $(GO) test -count=1 -run TestBenchTable -v -timeout 20m ./e2e/ | grep -vE '^(=== |--- PASS|    --- PASS|PASS$$)'
 
 ## lint: go vet and staticcheck
 lint:
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 
-## build: the binaries into ./bin
+## build: static binaries into ./bin, with the flags the Dockerfile uses
 build:
-	$(GO) build -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
+
+## demo: the one-command demo (no servers needed)
+demo:
+	$(GO) run ./cmd/dispatcher --demo
