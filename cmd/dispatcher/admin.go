@@ -132,9 +132,9 @@ func setRateCmd(g *globals) *cobra.Command {
 }
 
 func pauseCmd(g *globals, pause bool) *cobra.Command {
-	use, short := "resume", "Resume a paused schedule"
+	use, short, done := "resume", "Resume a paused schedule", "resumed"
 	if pause {
-		use, short = "pause", "Pause the schedule: no replica sends until resume"
+		use, short, done = "pause", "Pause the schedule: no replica sends until resume", "paused"
 	}
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.NoArgs,
@@ -147,7 +147,7 @@ func pauseCmd(g *globals, pause bool) *cobra.Command {
 					err = p.Pacer.Resume(ctx)
 				}
 				if err == nil {
-					fmt.Fprintf(g.stdout, "%sd: queue %s\n", strings.TrimSuffix(use, "e"), p.Config.Queue.Name)
+					fmt.Fprintf(g.stdout, "%s: queue %s\n", done, p.Config.Queue.Name)
 				}
 				return err
 			})

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/testredis"
+)
+
+func runCmd(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--no-such-flag"}, "unknown flag"},
+		{[]string{"set-rate"}, "give a RATE, or --clear alone"},
+		{[]string{"set-rate", "fast", "--queue", "sms"}, "RATE must be a positive number"},
+		{[]string{"set-rate", "10", "--clear"}, "give a RATE, or --clear alone"},
+		{[]string{"dlq", "requeue"}, "give job ids, or --all alone"},
+		{[]string{"--log-format", "xml", "status", "--queue", "sms", "--rate", "1", "--sink-url", "http://127.0.0.1:1/"}, "--log-format"},
+		{[]string{"--config", "/no/such/file.yaml"}, "/no/such/file.yaml"},
+		{[]string{"--rate", "-3", "--queue", "sms"}, "pacer.rate"},
+	} {
+		code, _, stderr := runCmd(t, nil, tt.args...)
+		if code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("dispatcher %v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.want)
+		}
+	}
+}
+
+// config prints the effective configuration with secrets hidden.
+func TestConfigCommand(t *testing.T) {
+	code, out, stderr := runCmd(t, map[string]string{"SLUICE_REDIS_URL": "redis://user:s3cret@127.0.0.1:6379/0"},
+		"config", "--config", "../../configs/sluice.yaml", "--rate", "250")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "rate: 250") || strings.Contains(out, "s3cret") {
+		t.Errorf("config output should show rate 250 and hide the password:\n%s", out)
+	}
+}
+
+// The admin commands work against a real Redis with no replica running.
+func TestAdminOnRedis(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	env := map[string]string{"SLUICE_REDIS_URL": srv.URL(), "SLUICE_QUEUE_NAME": "admintest"}
+	cfg := []string{"--config", "../../configs/sluice.yaml"}
+	if code, out, stderr := runCmd(t, env, append([]string{"set-rate", "123"}, cfg...)...); code != 0 || !strings.Contains(out, "123/s") {
+		t.Fatalf("set-rate: exit %d, %q %q", code, out, stderr)
+	}
+	code, out, stderr := runCmd(t, env, append([]string{"status"}, cfg...)...)
+	if code != 0 || !strings.Contains(out, "effective 123/s") || !strings.Contains(out, "live replicas  0") {
+		t.Errorf("status: exit %d, %s %s", code, out, stderr)
+	}
+	if code, out, _ := runCmd(t, env, append([]string{"pause"}, cfg...)...); code != 0 || !strings.Contains(out, "paused") {
+		t.Errorf("pause: exit %d, %q", code, out)
+	}
+	if _, out, _ := runCmd(t, env, append([]string{"status"}, cfg...)...); !strings.Contains(out, "PAUSED") {
+		t.Errorf("status after pause lacks PAUSED:\n%s", out)
+	}
+	if code, out, _ := runCmd(t, env, append([]string{"dlq", "list"}, cfg...)...); code != 0 || !strings.Contains(out, "REASON") {
+		t.Errorf("dlq list: exit %d, %q", code, out)
+	}
+	if code, _, stderr := runCmd(t, env, append([]string{"dlq", "requeue", "nope"}, cfg...)...); code != 1 || !strings.Contains(stderr, "not found") {
+		t.Errorf("dlq requeue of an unknown id: exit %d, %q; want 1, not found", code, stderr)
+	}
+}
