@@ -38,6 +38,9 @@ type Pacer struct {
 	refilling chan struct{} // non-nil while one waiter refills; closed when done
 	next      int           // batch size to ask for on the next refill
 	dropped   int           // slots dropped since the last refill
+	lastClaim time.Time     // when a waiter last took slots
+	claimGap  time.Duration // moving average of the time between claims
+	interval  time.Duration // between slots, as the last grant said
 
 	calls, granted, used, expired, waitNanos atomic.Int64
 }
@@ -187,6 +190,7 @@ func (p *Pacer) claim(ctx context.Context, n int) ([]slot, error) {
 		held = append(held, p.buf[:take]...)
 		p.buf = p.buf[take:]
 		if len(held) == n {
+			p.noteClaimLocked(p.cfg.Clock.Now())
 			p.mu.Unlock()
 			return held, nil
 		}
@@ -224,7 +228,7 @@ func (p *Pacer) claim(ctx context.Context, n int) ([]slot, error) {
 // ignores failures (the next claim reports them).
 func (p *Pacer) topUp(ctx context.Context, held time.Time) {
 	p.mu.Lock()
-	if p.refilling != nil || len(p.buf) > 0 || held.Sub(p.cfg.Clock.Now()) >= p.cfg.Horizon/2 {
+	if p.usefulBatchLocked() < 2 || p.refilling != nil || len(p.buf) > 0 || held.Sub(p.cfg.Clock.Now()) >= p.cfg.Horizon/2 {
 		p.mu.Unlock()
 		return
 	}
@@ -242,8 +246,11 @@ func (p *Pacer) topUp(ctx context.Context, held time.Time) {
 	close(ch)
 }
 
-// batchLocked picks how many slots to ask for: at least need, and more as
-// long as the previous batches were all used (halving after waste).
+// batchLocked picks how many slots to ask for: at least need; more while
+// nothing was wasted (doubling), fewer after waste (halving), and never more
+// than this replica's waiters can claim before the slots expire. A replica
+// with little demand so takes only what it needs and does not move the
+// shared schedule ahead of jobs that other replicas are about to send.
 func (p *Pacer) batchLocked(need int) int {
 	if p.dropped > 0 {
 		p.next = max(1, p.next/2)
@@ -251,7 +258,32 @@ func (p *Pacer) batchLocked(need int) int {
 		p.next = min(p.cfg.MaxBatch, p.next*2)
 	}
 	p.dropped = 0
-	return max(need, p.next)
+	return max(need, min(p.next, p.usefulBatchLocked()))
+}
+
+// usefulBatchLocked is the most slots this replica could claim before they
+// expire: its waiters claim one every claimGap while the slots come one
+// every interval, so the k-th slot is claimed k×(claimGap-interval) late,
+// which must stay within Grace.
+func (p *Pacer) usefulBatchLocked() int {
+	lag := p.claimGap - p.interval - p.interval/10
+	if p.lastClaim.IsZero() || lag <= 0 {
+		return p.cfg.MaxBatch
+	}
+	return min(p.cfg.MaxBatch, int(p.cfg.Grace/lag))
+}
+
+// noteClaimLocked updates the moving average of the time between claims.
+func (p *Pacer) noteClaimLocked(now time.Time) {
+	if !p.lastClaim.IsZero() {
+		gap := now.Sub(p.lastClaim)
+		if p.claimGap == 0 {
+			p.claimGap = gap
+		} else {
+			p.claimGap = (4*p.claimGap + gap) / 5
+		}
+	}
+	p.lastClaim = now
 }
 
 // refill makes one Reserve call and adds its slots to the buffer; when
@@ -278,6 +310,7 @@ func (p *Pacer) addSlots(r Reservation) {
 	recv := p.cfg.Clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.interval = r.Interval
 	for i := range r.Granted {
 		p.buf = append(p.buf, slot{local: recv.Add(r.Delay(i)), stamp: r.Slot(i)})
 	}

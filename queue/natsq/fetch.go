@@ -13,7 +13,7 @@ import (
 // Fetch implements queue.Consumer. It first asks the lane's consumer for
 // up to n messages without waiting; when none is there it sends blocking
 // pull requests for one message (each bounded by 5s, and cancelled with
-// ctx), then asks without waiting for the other n-1. No busy polling: an
+// ctx) and returns that message as soon as it comes. No busy polling: an
 // idle Fetch sends one pull request per 5s.
 //
 // A job's Attempt is the attempts it had before its current message (in the
@@ -76,10 +76,9 @@ func pull(ctx context.Context, cons jetstream.Consumer, n int) ([]received, erro
 		msgs, err := waitOne(ctx, cons)
 		switch {
 		case len(msgs) > 0:
-			if n > 1 {
-				more, _ := drainNoWait(cons, n-1)
-				msgs = append(msgs, more...)
-			}
+			// The first job after an idle spell goes out at once: asking
+			// for more would cost it a round trip, and under load the
+			// request without waiting above returns many.
 			return msgs, nil
 		case err != nil:
 			return nil, err
