@@ -100,24 +100,27 @@ func (c *Config) Validate() error {
 }
 
 // laneTarget is how many jobs a lane holds fetched. The lowest lane holds
-// enough for Lookahead at RateHint: any job above it takes the slot first
-// anyway. Higher lanes hold two fetch chunks (about 100ms of slots), so
+// enough for Lookahead at this replica's share of RateHint: any job above it takes the slot first
+// anyway. Higher lanes hold two fetch chunks (about 20ms of slots), so
 // that a burst in them is shared by every replica. At least 1, at most
 // MaxLaneBuffer.
-func (c *Config) laneTarget(lowest bool) int {
-	n := 2 * c.fetchChunk()
+func (c *Config) laneTarget(lowest bool, replicas int) int {
+	n := 2 * c.fetchChunk(replicas)
 	if lowest {
-		n = int(c.RateHint*c.Lookahead.Seconds()) + 1
+		n = int(c.RateHint*c.Lookahead.Seconds()/float64(max(replicas, 1))) + 1
 	}
 	return min(max(n, 1), c.MaxLaneBuffer)
 }
 
-// fetchChunk is the most jobs one fetch takes: about 50ms of slots at
-// RateHint. Small chunks spread a burst of privileged jobs over every
-// replica, so that all of them send it first, instead of one replica
-// holding the burst while the others go on with a lower lane.
-func (c *Config) fetchChunk() int {
-	return min(max(int(math.Ceil(c.RateHint*0.05)), 1), c.MaxLaneBuffer)
+// fetchChunk is the most jobs one fetch takes: about 10ms of this
+// replica's share of RateHint. Small chunks spread a burst of privileged
+// jobs over every replica, so that all of them send it first, instead of
+// one replica holding the burst while the others go on with a lower lane.
+//
+// replicas is how many replicas share the rate (at least 1): each fetches
+// its share.
+func (c *Config) fetchChunk(replicas int) int {
+	return min(max(int(math.Ceil(c.RateHint*0.01/float64(max(replicas, 1)))), 1), c.MaxLaneBuffer)
 }
 
 // backoff is the delay before retry number attempt (1-based) of a job.

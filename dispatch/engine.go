@@ -43,6 +43,7 @@ type Engine struct {
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
 	open     atomic.Int64        // requests open to the provider
+	replicas atomic.Int64        // replicas sharing the rate, as last told
 	acks     chan queue.Delivery // to the ack loop, when the queue acks in batches
 
 	healthMu sync.Mutex
@@ -82,6 +83,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		health:   map[string]error{},
 	}
 	e.roomCond = sync.NewCond(&e.mu)
+	e.replicas.Store(1)
 	for _, l := range deps.Priority.Lanes {
 		e.lanes = append(e.lanes, &lane{name: l.Name})
 	}

@@ -48,3 +48,8 @@ func (e *Engine) Ready(ctx context.Context) error {
 
 // InFlight returns the number of requests open to the provider.
 func (e *Engine) InFlight() int { return int(e.open.Load()) }
+
+// SetReplicas tells the engine how many replicas share the rate (the live
+// ones, itself included), so that each fetches only its share of the jobs
+// ahead of their slots. The default is 1.
+func (e *Engine) SetReplicas(n int) { e.replicas.Store(int64(max(n, 1))) }

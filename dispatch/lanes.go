@@ -25,14 +25,15 @@ type lane struct {
 // the lane runs low, until ctx ends.
 func (e *Engine) fetchLoop(ctx context.Context, i int) {
 	l := e.lanes[i]
-	target := e.cfg.laneTarget(i == len(e.lanes)-1)
+	lowest := i == len(e.lanes)-1
 	failures := 0
 	for {
-		want, err := e.waitForRoom(ctx, i, target)
+		replicas := int(e.replicas.Load())
+		want, err := e.waitForRoom(ctx, i, e.cfg.laneTarget(lowest, replicas))
 		if err != nil {
 			return
 		}
-		ds, err := e.q.Fetch(ctx, l.name, min(want, e.cfg.fetchChunk()))
+		ds, err := e.q.Fetch(ctx, l.name, min(want, e.cfg.fetchChunk(replicas)))
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, queue.ErrClosed) {
 				return

@@ -132,7 +132,7 @@ func benchPriority(t *testing.T, backend string) []string {
 				lastVIP = a.At
 			}
 		}
-		overtook := len(mockprovider.Between(c.prov.Arrivals(), enqueued, lastVIP)) - len(waits)
+		overtook := len(mockprovider.Between(c.prov.Arrivals(), enqueued, lastVIP.Add(time.Nanosecond))) - len(waits)
 		slices.Sort(waits)
 		row = []string{"(4) priority, 100 privileged into 4,000 at cap 200", backend, fmt.Sprintf(
 			"privileged wait p50 %s · p99 %s · backlog jobs that overtook them %d (100 take 0.5s at the cap)",

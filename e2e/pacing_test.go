@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"strings"
 	"fmt"
 	"math"
 	"testing"
@@ -82,7 +83,11 @@ func TestPriority(t *testing.T) {
 				overtook++
 			}
 		}
-		t.Logf("20 privileged jobs arrived between positions %d and %d; %d backlog jobs in between", first, last, overtook)
+		var seq strings.Builder
+		for _, a := range arr[first : last+1] {
+			seq.WriteString(a.Lane[:1])
+		}
+		t.Logf("20 privileged jobs arrived between positions %d and %d; %d backlog jobs in between: %s", first, last, overtook, seq.String())
 		if last-first+1-overtook != len(vip) {
 			t.Fatalf("found %d privileged arrivals, want %d", last-first+1-overtook, len(vip))
 		}

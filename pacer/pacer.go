@@ -41,6 +41,8 @@ type Pacer struct {
 	lastClaim time.Time     // when a waiter last took slots
 	claimGap  time.Duration // moving average of the time between claims
 	interval  time.Duration // between slots, as the last grant said
+	waitScore float64       // moving average of claims that had to wait for their slot (1) or not (0)
+	sharers   atomic.Int64  // replicas drawing on the schedule, as Announce last saw
 
 	calls, granted, used, expired, waitNanos atomic.Int64
 }
@@ -62,7 +64,9 @@ func New(rdb redis.Scripter, cfg Config) (*Pacer, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
-	return &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), next: 1}, nil
+	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), next: 1}
+	p.sharers.Store(1)
+	return p, nil
 }
 
 // Config returns the pacer's configuration with defaults filled in.
@@ -170,6 +174,13 @@ func (p *Pacer) waitN(ctx context.Context, n int) (time.Time, error) {
 		return time.Time{}, err
 	}
 	last := held[len(held)-1]
+	p.mu.Lock()
+	waited := 0.0
+	if last.local.After(p.cfg.Clock.Now()) {
+		waited = 1
+	}
+	p.waitScore = 0.8*p.waitScore + 0.2*waited
+	p.mu.Unlock()
 	p.topUp(ctx, last.local)
 	if err := p.sleepUntil(ctx, last.local); err != nil {
 		p.giveBack(held)
@@ -228,7 +239,7 @@ func (p *Pacer) claim(ctx context.Context, n int) ([]slot, error) {
 // ignores failures (the next claim reports them).
 func (p *Pacer) topUp(ctx context.Context, held time.Time) {
 	p.mu.Lock()
-	if p.usefulBatchLocked() < 2 || p.refilling != nil || len(p.buf) > 0 || held.Sub(p.cfg.Clock.Now()) >= p.cfg.Horizon/2 {
+	if p.batchLimitLocked() < 2 || p.refilling != nil || len(p.buf) > 0 || held.Sub(p.cfg.Clock.Now()) >= p.cfg.Horizon/2 {
 		p.mu.Unlock()
 		return
 	}
@@ -258,7 +269,21 @@ func (p *Pacer) batchLocked(need int) int {
 		p.next = min(p.cfg.MaxBatch, p.next*2)
 	}
 	p.dropped = 0
-	return max(need, min(p.next, p.usefulBatchLocked()))
+	return max(need, min(p.next, p.batchLimitLocked()))
+}
+
+// batchLimitLocked bounds a batch. A saturated replica (most of its recent
+// claims had to wait for their slots) takes at most its fair share of the
+// horizon, the horizon's
+// slots over the replicas drawing on the schedule, so that replicas that
+// all have work get the slots evenly. A replica with little demand takes
+// only what it can use before the slots expire (usefulBatchLocked).
+func (p *Pacer) batchLimitLocked() int {
+	if p.waitScore < 0.7 || p.interval <= 0 {
+		return p.usefulBatchLocked()
+	}
+	fair := int(float64(p.cfg.Horizon) / float64(p.interval) / float64(p.sharers.Load()))
+	return min(p.cfg.MaxBatch, max(1, fair))
 }
 
 // usefulBatchLocked is the most slots this replica could claim before they
@@ -294,6 +319,11 @@ func (p *Pacer) refill(ctx context.Context, want int) error {
 		return err
 	}
 	if r.Granted == 0 {
+		if !r.Paused { // the schedule is full: this replica waits for slots
+			p.mu.Lock()
+			p.waitScore = 0.8*p.waitScore + 0.2
+			p.mu.Unlock()
+		}
 		if err := p.sleepFor(ctx, r.RetryAfter); err != nil {
 			return fmt.Errorf("pacer: wait: %w", err)
 		}

@@ -29,7 +29,12 @@ func (p *Pacer) Announce(ctx context.Context, id, report string, window time.Dur
 	if id == "" {
 		return nil, fmt.Errorf("pacer: announce: empty replica id")
 	}
-	return p.replicas(ctx, id, report, window)
+	live, err := p.replicas(ctx, id, report, window)
+	if err == nil {
+		// Batches share the horizon among the live replicas.
+		p.sharers.Store(int64(max(1, len(live))))
+	}
+	return live, err
 }
 
 // Replicas returns the replicas heard from within window (Redis clock).

@@ -148,10 +148,13 @@ func (r *Replica) heartbeat(ctx context.Context) {
 	defer t.Stop()
 	for {
 		actx, cancel := context.WithTimeout(ctx, heartbeat)
-		_, err := r.Pacer.Announce(actx, r.ID, "in_flight="+strconv.Itoa(r.Engine.InFlight()), LiveWindow)
+		live, err := r.Pacer.Announce(actx, r.ID, "in_flight="+strconv.Itoa(r.Engine.InFlight()), LiveWindow)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			r.Log.Debug("replica: heartbeat", "err", err)
+		}
+		if err == nil {
+			r.Engine.SetReplicas(len(live))
 		}
 		select {
 		case <-ctx.Done():
