@@ -12,6 +12,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/internal/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -117,11 +119,5 @@ func flagValue(args []string, flag string) string {
 // eventually polls cond every 20ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, d, 20*time.Millisecond, what, cond)
 }

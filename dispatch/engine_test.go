@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
@@ -69,15 +70,10 @@ func job(id, lane, payload string) *queue.Job {
 	return &queue.Job{ID: id, Lane: lane, Payload: json.RawMessage(`"` + payload + `"`)}
 }
 
+// eventually polls cond every 2ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, d, 2*time.Millisecond, what, cond)
 }
 
 // recorder is a sink that records the order of jobs sent.

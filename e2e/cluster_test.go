@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testnats"
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/mockprovider"
@@ -287,13 +288,7 @@ func tail(s string, n int) string {
 // eventually polls cond every 50ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: not yet %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, d, 50*time.Millisecond, what, cond)
 }
 
 func numCPU() int { return runtime.NumCPU() }

@@ -1,9 +1,9 @@
 package e2e_test
 
 import (
-	"strings"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testredis"
 )
 
@@ -130,13 +131,7 @@ func checkWindows(t *testing.T, list []time.Time, rate float64, burst int) {
 // eventually polls cond every 5ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, d, 5*time.Millisecond, what, cond)
 }
 
 // redisNow reads the schedule's Redis time.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/cli"
+
 	"github.com/sluicehq/sluice/internal/replica"
 )
 
@@ -23,7 +25,7 @@ func (g *globals) admin(ctx context.Context, fn func(context.Context, *replica.P
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := fn(ctx, p); err != nil {
-		return &exitError{code: 1, err: err}
+		return cli.Failure(err)
 	}
 	return nil
 }
@@ -93,7 +95,7 @@ func setRateCmd(g *globals) *cobra.Command {
 		Short: "Override the rate (and burst) for every replica at once, or clear the override",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if clear != (len(args) == 0) {
-				return &exitError{code: 2, err: fmt.Errorf("set-rate: give a RATE, or --clear alone")}
+				return cli.Usagef("set-rate: give a RATE, or --clear alone")
 			}
 			return nil
 		},
@@ -102,7 +104,7 @@ func setRateCmd(g *globals) *cobra.Command {
 			if !clear {
 				var err error
 				if rate, err = strconv.ParseFloat(args[0], 64); err != nil || rate <= 0 {
-					return &exitError{code: 2, err: fmt.Errorf("set-rate: RATE must be a positive number of requests/s, got %q", args[0])}
+					return cli.Usagef("set-rate: RATE must be a positive number of requests/s, got %q", args[0])
 				}
 			}
 			return g.admin(cmd.Context(), func(ctx context.Context, p *replica.Parts) error {
@@ -181,7 +183,7 @@ func dlqCmd(g *globals) *cobra.Command {
 		Use: "requeue ID... | requeue --all", Short: "Put dead letters back into their lanes",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
-				return &exitError{code: 2, err: fmt.Errorf("dlq requeue: give job ids, or --all alone")}
+				return cli.Usagef("dlq requeue: give job ids, or --all alone")
 			}
 			return nil
 		},

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/cli"
+
 	"github.com/sluicehq/sluice/internal/demo"
 )
 
@@ -28,8 +30,8 @@ func runDemo(ctx context.Context, g *globals, d demoFlags) error {
 	if err != nil {
 		return err
 	}
-	if g.logLevel == "info" { // the live view is the output; replicas only speak up when something is wrong
-		g.logLevel = "warn"
+	if g.LogLevel == "info" { // the live view is the output; replicas only speak up when something is wrong
+		g.LogLevel = "warn"
 		if log, err = g.logger(); err != nil {
 			return err
 		}
@@ -37,7 +39,7 @@ func runDemo(ctx context.Context, g *globals, d demoFlags) error {
 	o := d.opts
 	o.Out, o.Log, o.Timeout = g.stdout, log, 2*time.Minute
 	if _, err := demo.Run(ctx, o); err != nil {
-		return &exitError{code: 1, err: err}
+		return cli.Failure(err)
 	}
 	return nil
 }

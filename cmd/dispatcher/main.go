@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/replica"
 )
@@ -41,14 +41,6 @@ func main() {
 	os.Exit(code)
 }
 
-// exitError carries an exit code through cobra.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-
 // run executes the command line and returns the exit code: 0 done, 1 a
 // failure at run time, 2 bad usage or configuration.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -61,37 +53,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stderr, "dispatcher:", err)
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return 2 // cobra's own errors: unknown flag or command
+	return cli.ExitCode(err)
 }
 
-// globals are the flags every command shares.
+// globals are the flags every command shares, and the output streams.
 type globals struct {
-	configPath string
-	overrides  map[string]*string // dotted config key -> flag value
-	logLevel   string
-	logFormat  string
-	stdout     io.Writer
-	stderr     io.Writer
+	cli.Flags
+	stdout io.Writer
+	stderr io.Writer
 }
 
 // flagKeys are the configuration keys that have a flag of their own.
-var flagKeys = []struct{ flag, key, usage string }{
-	{"rate", "pacer.rate", "the provider's cap for the whole cluster, requests/s (pacer.rate)"},
-	{"burst", "pacer.burst", "slots that may go at once after idling (pacer.burst)"},
-	{"backend", "queue.backend", "queue backend: redis or nats (queue.backend)"},
-	{"queue", "queue.name", "logical queue name (queue.name)"},
-	{"redis-url", "redis.url", "Redis URL for the pacer, and the queue with backend redis (redis.url)"},
-	{"nats-url", "nats.url", "NATS URL, with backend nats (nats.url)"},
-	{"sink-url", "sink.url", "where jobs are POSTed (sink.url)"},
-	{"metrics-listen", "metrics.listen", "host:port of /metrics, /healthz, /readyz, or off (metrics.listen)"},
+var flagKeys = []cli.Key{
+	{Flag: "rate", Key: "pacer.rate", Usage: "the provider's cap for the whole cluster, requests/s (pacer.rate)"},
+	{Flag: "burst", Key: "pacer.burst", Usage: "slots that may go at once after idling (pacer.burst)"},
+	{Flag: "backend", Key: "queue.backend", Usage: "queue backend: redis or nats (queue.backend)"},
+	{Flag: "queue", Key: "queue.name", Usage: "logical queue name (queue.name)"},
+	{Flag: "redis-url", Key: "redis.url", Usage: "Redis URL for the pacer, and the queue with backend redis (redis.url)"},
+	{Flag: "nats-url", Key: "nats.url", Usage: "NATS URL, with backend nats (nats.url)"},
+	{Flag: "sink-url", Key: "sink.url", Usage: "where jobs are POSTed (sink.url)"},
+	{Flag: "metrics-listen", Key: "metrics.listen", Usage: "host:port of /metrics, /healthz, /readyz, or off (metrics.listen)"},
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{overrides: map[string]*string{}, stdout: stdout, stderr: stderr}
+	g := &globals{stdout: stdout, stderr: stderr}
 	var demo demoFlags
 	root := &cobra.Command{
 		Use:   "dispatcher",
@@ -110,13 +95,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 			return runReplica(cmd.Context(), g)
 		},
 	}
-	pf := root.PersistentFlags()
-	pf.StringVarP(&g.configPath, "config", "c", "", "YAML configuration file (configs/sluice.yaml is an example)")
-	pf.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
-	pf.StringVar(&g.logFormat, "log-format", "text", "text or json")
-	for _, f := range flagKeys {
-		g.overrides[f.key] = pf.String(f.flag, "", f.usage)
-	}
+	g.Register(root.PersistentFlags(), flagKeys)
 	demo.register(root)
 	root.AddCommand(statusCmd(g), setRateCmd(g), pauseCmd(g, true), pauseCmd(g, false), dlqCmd(g), configCmd(g))
 	return root
@@ -124,34 +103,15 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 
 // load reads the configuration: file, environment, then the flags given.
 func (g *globals) load() (*config.Config, error) {
-	flags := map[string]string{}
-	for key, v := range g.overrides {
-		if *v != "" {
-			flags[key] = *v
-		}
-	}
-	cfg, err := config.Load(g.configPath, os.Environ(), flags)
+	cfg, err := config.Load(g.Path(), os.Environ(), g.Overrides())
 	if err != nil {
-		return nil, &exitError{code: 2, err: err}
+		return nil, cli.Usage(err)
 	}
 	return cfg, nil
 }
 
-// logger builds the logger the flags ask for.
-func (g *globals) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, &exitError{code: 2, err: fmt.Errorf("--log-level: %w", err)}
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch g.logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(g.stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
-	}
-	return nil, &exitError{code: 2, err: fmt.Errorf("--log-format: must be text or json, got %q", g.logFormat)}
-}
+// logger builds the logger the flags ask for, writing to stderr.
+func (g *globals) logger() (*slog.Logger, error) { return g.Logger(g.stderr) }
 
 // open loads the configuration and opens the queue and pacer.
 func (g *globals) open(ctx context.Context) (*replica.Parts, error) {
@@ -163,17 +123,13 @@ func (g *globals) open(ctx context.Context) (*replica.Parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	redis.SetLogger(quietRedis{}) // go-redis' own dial retries are reported by sluice
+	redis.SetLogger(cli.QuietRedis{}) // go-redis' own dial retries are reported by sluice
 	p, err := replica.Open(ctx, cfg, replica.Options{Log: log})
 	if err != nil {
-		return nil, &exitError{code: 1, err: err}
+		return nil, cli.Failure(err)
 	}
 	return p, nil
 }
-
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // runReplica runs one replica until SIGINT or SIGTERM, then shuts down
 // gracefully and exits 0.
@@ -185,17 +141,17 @@ func runReplica(ctx context.Context, g *globals) error {
 	defer parts.Close()
 	r, err := replica.New(parts)
 	if err != nil {
-		return &exitError{code: 1, err: err}
+		return cli.Failure(err)
 	}
 	addr, err := r.Listen()
 	if err != nil {
-		return &exitError{code: 1, err: err}
+		return cli.Failure(err)
 	}
 	if addr != nil {
 		parts.Log.Info("sluice: metrics", "url", "http://"+addr.String()+"/metrics")
 	}
 	if err := r.Run(ctx); err != nil {
-		return &exitError{code: 1, err: err}
+		return cli.Failure(err)
 	}
 	parts.Log.Info("sluice: replica stopped")
 	return nil

@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,36 +23,23 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
 func main() {
-	redis.SetLogger(quietRedis{}) // go-redis' own dial retries show as the enqueue's error
+	redis.SetLogger(cli.QuietRedis{}) // go-redis' own dial retries show as the enqueue's error
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
-
-// exitError carries an exit code through cobra.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-
 // usageErrorf is a bad-usage error: exit code 2.
-func usageErrorf(format string, args ...any) error {
-	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
-}
+func usageErrorf(format string, args ...any) error { return cli.Usagef(format, args...) }
 
 // failure is a run-time failure: exit code 1.
-func failure(err error) error { return &exitError{code: 1, err: err} }
+func failure(err error) error { return cli.Failure(err) }
 
 // run executes the command line and returns the exit code: 0 done, 1 a
 // job refused or a failure at run time, 2 bad usage or configuration.
@@ -69,39 +55,32 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		msg = "producer: " + msg
 	}
 	fmt.Fprintln(stderr, msg)
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return 2 // cobra's own errors: unknown flag, missing or conflicting flags
+	return cli.ExitCode(err) // cobra's own errors (unknown, missing or conflicting flags) are usage
 }
 
 // globals are the flags every mode shares, and the standard streams.
 type globals struct {
-	configPath string
-	overrides  map[string]*string // dotted config key -> flag value
-	logLevel   string
-	logFormat  string
-	progress   string
-	batch      int
-	stdin      io.Reader
-	stdout     io.Writer
-	stderr     io.Writer
+	cli.Flags
+	progress string
+	batch    int
+	stdin    io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 // flagKeys are the configuration keys that have a flag of their own.
-var flagKeys = []struct{ flag, key, usage string }{
-	{"backend", "queue.backend", "queue backend: redis or nats (queue.backend)"},
-	{"queue", "queue.name", "logical queue name (queue.name)"},
-	{"redis-url", "redis.url", "Redis URL, with backend redis (redis.url)"},
-	{"nats-url", "nats.url", "NATS URL, with backend nats (nats.url)"},
+var flagKeys = []cli.Key{
+	{Flag: "backend", Key: "queue.backend", Usage: "queue backend: redis or nats (queue.backend)"},
+	{Flag: "queue", Key: "queue.name", Usage: "logical queue name (queue.name)"},
+	{Flag: "redis-url", Key: "redis.url", Usage: "Redis URL, with backend redis (redis.url)"},
+	{Flag: "nats-url", Key: "nats.url", Usage: "NATS URL, with backend nats (nats.url)"},
 }
 
 // maxBatch bounds --batch.
 const maxBatch = 10_000
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{overrides: map[string]*string{}, stdin: stdin, stdout: stdout, stderr: stderr}
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	var one jobFlags
 	var file fileFlags
 	var gen genFlags
@@ -131,14 +110,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	f := root.Flags()
-	f.StringVarP(&g.configPath, "config", "c", "", "YAML configuration file, shared with the dispatcher (default $SLUICE_CONFIG)")
-	f.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&g.logFormat, "log-format", "text", "text or json")
+	g.Register(f, flagKeys)
 	f.StringVar(&g.progress, "progress", "auto", "progress bar on stderr with --file and --gen: auto (when stderr is a terminal), always or never")
 	f.IntVar(&g.batch, "batch", 500, fmt.Sprintf("jobs per enqueue call with --file and --gen (1-%d)", maxBatch))
-	for _, fk := range flagKeys {
-		g.overrides[fk.key] = f.String(fk.flag, "", fk.usage)
-	}
 	one.register(f)
 	file.register(f)
 	gen.register(f)
@@ -188,37 +162,15 @@ func (g *globals) checkFlags(cmd *cobra.Command) error {
 	return nil
 }
 
-// load reads the configuration: file, environment, then the flags given.
+// load reads the configuration: file (--config, else $SLUICE_CONFIG),
+// environment, then the flags given.
 func (g *globals) load() (*config.Config, error) {
-	flags := map[string]string{}
-	for key, v := range g.overrides {
-		if *v != "" {
-			flags[key] = *v
-		}
-	}
-	path := g.configPath
-	if path == "" {
-		path = os.Getenv(config.EnvConfigFile)
-	}
-	cfg, err := config.LoadProducer(path, os.Environ(), flags)
+	cfg, err := config.LoadProducer(g.Path(), os.Environ(), g.Overrides())
 	if err != nil {
-		return nil, &exitError{code: 2, err: err}
+		return nil, cli.Usage(err)
 	}
 	return cfg, nil
 }
 
-// logger builds the logger the flags ask for.
-func (g *globals) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, usageErrorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch g.logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(g.stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
-	}
-	return nil, usageErrorf("--log-format: must be text or json, got %q", g.logFormat)
-}
+// logger builds the logger the flags ask for, writing to stderr.
+func (g *globals) logger() (*slog.Logger, error) { return g.Logger(g.stderr) }

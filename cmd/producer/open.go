@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/queue"
@@ -90,7 +91,7 @@ func newProducer(q queue.Enqueuer, cfg *config.Config) (*producer.Producer, erro
 func checker(cfg *config.Config) (*producer.Producer, error) {
 	p, err := newProducer(unopened{}, cfg)
 	if err != nil {
-		return nil, &exitError{code: 2, err: err}
+		return nil, cli.Usage(err)
 	}
 	return p, nil
 }
