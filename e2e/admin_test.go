@@ -29,7 +29,13 @@ func (c *cluster) admin(args ...string) string {
 // and live replicas; set-rate and pause reach every replica; dlq lists and
 // requeues dead letters.
 func TestAdminCommands(t *testing.T) {
-	c := newCluster(t, "redis", 100)
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) { testAdminCommands(t, backend) })
+	}
+}
+
+func testAdminCommands(t *testing.T, backend string) {
+	c := newCluster(t, backend, 100)
 	rejected := true
 	c.prov.SetResponder(func(a mockprovider.Arrival) mockprovider.Answer {
 		if a.JobID == "adm-00003" && rejected {

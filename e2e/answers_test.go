@@ -13,8 +13,14 @@ import (
 // holds every replica back for that second; 5xx then success is retried
 // with backoff; 400 is dead-lettered with the answer, never retried.
 func TestProviderAnswers(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) { testProviderAnswers(t, backend) })
+	}
+}
+
+func testProviderAnswers(t *testing.T, backend string) {
 	const rate = 100.0
-	c := newCluster(t, "redis", rate, "SLUICE_QUEUE_BACKOFF_MIN=300ms", "SLUICE_QUEUE_BACKOFF_MAX=2s")
+	c := newCluster(t, backend, rate, "SLUICE_QUEUE_BACKOFF_MIN=300ms", "SLUICE_QUEUE_BACKOFF_MAX=2s")
 	var throttledAt time.Time
 	fails := 0
 	c.prov.SetResponder(func(a mockprovider.Arrival) mockprovider.Answer {

@@ -55,9 +55,15 @@ func TestCapAcrossReplicas(t *testing.T) {
 // before the rest of it (strict); under weighted, the default lane still
 // gets its share.
 func TestPriority(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) { testPriority(t, backend) })
+	}
+}
+
+func testPriority(t *testing.T, backend string) {
 	t.Run("strict", func(t *testing.T) {
 		const rate = 100.0
-		c := newCluster(t, "redis", rate)
+		c := newCluster(t, backend, rate)
 		c.enqueue("backlog", "bob", 600)
 		c.start(2)
 		c.waitDelivered(50, 30*time.Second)
@@ -97,7 +103,7 @@ func TestPriority(t *testing.T) {
 	})
 	t.Run("weighted", func(t *testing.T) {
 		const rate = 200.0
-		c := newCluster(t, "redis", rate, "SLUICE_QUEUE_POLICY=weighted")
+		c := newCluster(t, backend, rate, "SLUICE_QUEUE_POLICY=weighted")
 		c.enqueue("vip", "alice", 600)
 		c.enqueue("default", "bob", 600)
 		c.start(2)
