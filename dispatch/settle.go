@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/queue"
@@ -48,7 +50,7 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 	case errors.Is(err, sink.ErrPermanent):
 		e.metrics.outcome(j.Lane, outDead)
 		e.metrics.dead(j.Lane, "permanent")
-		e.log.Warn("dispatch: permanent failure, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", err)
+		e.log.Warn("dispatch: permanent failure, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", logSafe(err))
 		e.settled(j, "dead-letter", d.DeadLetter(sctx, err.Error()))
 	default:
 		delay := e.cfg.backoff(j.Attempt)
@@ -56,10 +58,10 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 		if dead {
 			e.metrics.outcome(j.Lane, outDead)
 			e.metrics.dead(j.Lane, "max_attempts")
-			e.log.Warn("dispatch: out of attempts, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", err)
+			e.log.Warn("dispatch: out of attempts, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", logSafe(err))
 		} else {
 			e.metrics.outcome(j.Lane, outRetried)
-			e.log.Info("dispatch: transient failure, retry later", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "in", delay, "err", err)
+			e.log.Info("dispatch: transient failure, retry later", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "in", delay, "err", logSafe(err))
 		}
 		e.settled(j, "retry", rerr)
 	}
@@ -118,4 +120,15 @@ func (e *Engine) settled(j *queue.Job, op string, err error) {
 	}
 	e.backendError("queue", err)
 	e.log.Error("dispatch: could not settle job; it will be delivered again", "op", op, "job", j.ID, "lane", j.Lane, "err", err)
+}
+
+// logSafe renders a sink error for the logs without the provider's answer
+// body, which may echo the payload (a phone number, a message): the status
+// alone is logged, while the dead-letter reason keeps the whole answer.
+func logSafe(err error) string {
+	var se *sink.StatusError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("provider answered %d %s", se.Status, http.StatusText(se.Status))
+	}
+	return err.Error()
 }

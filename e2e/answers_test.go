@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,15 @@ func testProviderAnswers(t *testing.T, backend string) {
 	if !strings.HasPrefix(dead[0], "ans-00030: ") || !strings.Contains(dead[0], "400") || !strings.Contains(dead[0], "invalid number") {
 		t.Errorf("dead letter %q; want ans-00030 with the provider's 400 answer", dead[0])
 	}
+	// The payloads and the 400 answer hold phone numbers (+1555...): no
+	// replica may log one.
+	c.mu.Lock()
+	for _, p := range c.procs {
+		if b, err := os.ReadFile(p.log); err != nil || strings.Contains(string(b), "+1555") {
+			t.Errorf("%s log (%v) holds a phone number from a payload or the provider's answer", p.name, err)
+		}
+	}
+	c.mu.Unlock()
 	t.Logf("429 at %s, %d requests in the following second after 100ms; 502 retried after %s and %s; dead letter %q",
 		throttledAt.Format("15:04:05.000"), quiet, tries[1].At.Sub(tries[0].At), tries[2].At.Sub(tries[1].At), dead[0])
 }
