@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testnats"
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/mockprovider"
@@ -84,13 +85,10 @@ func runPipeline(t *testing.T, backend string) {
 		}
 		go func() { done <- e.Run(runCtx) }()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, n := prov.Counts(); n < jobs; _, n = prov.Counts() {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d jobs delivered in 30s", n, jobs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("%d jobs delivered", jobs), func() bool {
+		_, n := prov.Counts()
+		return n >= jobs
+	})
 	stop()
 	for range replicas {
 		if err := <-done; err != nil {

@@ -97,11 +97,8 @@ func (m *Metrics) outcome(lane, outcome string) {
 		return
 	}
 	m.jobs.WithLabelValues(lane, outcome).Inc()
-	switch outcome {
-	case outRetried:
+	if outcome == outRetried {
 		m.retries.WithLabelValues(lane).Inc()
-	case outExpired:
-		m.deadLetters.WithLabelValues(lane, "expired").Inc()
 	}
 }
 

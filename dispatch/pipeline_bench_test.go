@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/mockprovider"
 	"github.com/sluicehq/sluice/pacer"
@@ -59,9 +60,10 @@ func BenchmarkPipeline(b *testing.B) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- e.Run(runCtx) }()
-	for _, n := prov.Counts(); n < b.N; _, n = prov.Counts() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(b, time.Minute, 5*time.Millisecond, "every job delivered", func() bool {
+		_, n := prov.Counts()
+		return n >= b.N
+	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
 	stop()
 	<-done

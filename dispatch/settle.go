@@ -90,6 +90,7 @@ func (e *Engine) throttled(ctx context.Context, d queue.Delivery, thr *sink.Thro
 func (e *Engine) expire(ctx context.Context, d queue.Delivery) {
 	j := d.Job()
 	e.metrics.outcome(j.Lane, outExpired)
+	e.metrics.dead(j.Lane, "expired")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	reason := "expired at " + j.ExpiresAt.UTC().Format(time.RFC3339)

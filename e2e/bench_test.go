@@ -43,7 +43,7 @@ func TestBenchTable(t *testing.T) {
 	}
 	_ = w.Flush()
 	host, _ := os.Hostname()
-	fmt.Printf("\n4 dispatcher processes, one redis-server, embedded NATS, mock provider on loopback; %s, %d CPUs\n", host, numCPU())
+	fmt.Printf("\n4 dispatcher processes, one redis-server, embedded NATS, mock provider on loopback; %s, %d CPUs\n", host, runtime.NumCPU())
 }
 
 const benchReplicas = 4

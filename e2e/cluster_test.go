@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -290,5 +289,3 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	poll.Until(t, d, 50*time.Millisecond, what, cond)
 }
-
-func numCPU() int { return runtime.NumCPU() }

@@ -175,11 +175,7 @@ func (p *Pacer) waitN(ctx context.Context, n int) (time.Time, error) {
 	}
 	last := held[len(held)-1]
 	p.mu.Lock()
-	waited := 0.0
-	if last.local.After(p.cfg.Clock.Now()) {
-		waited = 1
-	}
-	p.waitScore = 0.8*p.waitScore + 0.2*waited
+	p.noteWaitLocked(last.local.After(p.cfg.Clock.Now()))
 	p.mu.Unlock()
 	p.topUp(ctx, last.local)
 	if err := p.sleepUntil(ctx, last.local); err != nil {
@@ -215,16 +211,12 @@ func (p *Pacer) claim(ctx context.Context, n int) ([]slot, error) {
 				return nil, fmt.Errorf("pacer: wait: %w", ctx.Err())
 			}
 		}
-		ch := make(chan struct{})
-		p.refilling = ch
+		ch := p.beginRefillLocked()
 		want := p.batchLocked(n - len(held))
 		p.mu.Unlock()
 
 		err := p.refill(ctx, want)
-		p.mu.Lock()
-		p.refilling = nil
-		p.mu.Unlock()
-		close(ch)
+		p.endRefill(ch)
 		if err != nil {
 			p.giveBack(held)
 			return nil, err
@@ -243,18 +235,41 @@ func (p *Pacer) topUp(ctx context.Context, held time.Time) {
 		p.mu.Unlock()
 		return
 	}
-	ch := make(chan struct{})
-	p.refilling = ch
+	ch := p.beginRefillLocked()
 	want := p.batchLocked(1)
 	p.mu.Unlock()
 
 	if r, err := p.Reserve(ctx, want); err == nil {
 		p.addSlots(r)
 	}
+	p.endRefill(ch)
+}
+
+// beginRefillLocked makes the caller the one refilling waiter; others wait
+// on the returned channel until endRefill closes it.
+func (p *Pacer) beginRefillLocked() chan struct{} {
+	ch := make(chan struct{})
+	p.refilling = ch
+	return ch
+}
+
+// endRefill ends the refill begun with ch and wakes the waiters.
+func (p *Pacer) endRefill(ch chan struct{}) {
 	p.mu.Lock()
 	p.refilling = nil
 	p.mu.Unlock()
 	close(ch)
+}
+
+// noteWaitLocked updates the moving average of claims that had to wait
+// for their slot (or found the schedule full), which tells a saturated
+// replica from one with little demand.
+func (p *Pacer) noteWaitLocked(waited bool) {
+	w := 0.0
+	if waited {
+		w = 1
+	}
+	p.waitScore = 0.8*p.waitScore + 0.2*w
 }
 
 // batchLocked picks how many slots to ask for: at least need; more while
@@ -321,7 +336,7 @@ func (p *Pacer) refill(ctx context.Context, want int) error {
 	if r.Granted == 0 {
 		if !r.Paused { // the schedule is full: this replica waits for slots
 			p.mu.Lock()
-			p.waitScore = 0.8*p.waitScore + 0.2
+			p.noteWaitLocked(true)
 			p.mu.Unlock()
 		}
 		if err := p.sleepFor(ctx, r.RetryAfter); err != nil {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/internal/poll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -92,13 +94,7 @@ func answer(status int, body string, headers ...string) http.HandlerFunc {
 // test if it still does not after timeout.
 func eventually(t *testing.T, timeout time.Duration, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s", what, timeout)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, timeout, 2*time.Millisecond, what, cond)
 }
 
 // holdsFor checks that cond stays true for the whole of window, polling it.

@@ -26,15 +26,12 @@ func (d *demoFlags) register(root *cobra.Command) {
 }
 
 func runDemo(ctx context.Context, g *globals, d demoFlags) error {
+	if g.LogLevel == "info" { // the live view is the output; replicas only speak up when something is wrong
+		g.LogLevel = "warn"
+	}
 	log, err := g.logger()
 	if err != nil {
 		return err
-	}
-	if g.LogLevel == "info" { // the live view is the output; replicas only speak up when something is wrong
-		g.LogLevel = "warn"
-		if log, err = g.logger(); err != nil {
-			return err
-		}
 	}
 	o := d.opts
 	o.Out, o.Log, o.Timeout = g.stdout, log, 2*time.Minute

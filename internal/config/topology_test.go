@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -22,16 +23,7 @@ import (
 func TestRedisCluster(t *testing.T) {
 	srv := testredis.Start(t, testredis.Options{Cluster: true})
 	testredis.RequireReal(t, srv)
-	cfg, err := Load("", nil, map[string]string{"queue.name": "sms", "pacer.rate": "100", "sink.url": "http://127.0.0.1:1/",
-		"redis.url": srv.URL(), "redis.cluster_addrs": srv.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb, err := cfg.RedisClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	cfg, rdb := loadClient(t, map[string]string{"redis.url": srv.URL(), "redis.cluster_addrs": srv.Addr()})
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		t.Fatalf("client is %T, want *redis.ClusterClient", rdb)
 	}
@@ -74,16 +66,8 @@ func TestRedisSentinel(t *testing.T) {
 	master := testredis.Start(t, testredis.Options{})
 	testredis.RequireReal(t, master)
 	sen := testredis.StartSentinel(t, master, "sluice-master")
-	cfg, err := Load("", nil, map[string]string{"queue.name": "sms", "pacer.rate": "100", "sink.url": "http://127.0.0.1:1/",
-		"redis.url": "redis://ignored:6379/0", "redis.sentinel.master_name": "sluice-master", "redis.sentinel.addrs": sen.Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb, err := cfg.RedisClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	cfg, rdb := loadClient(t, map[string]string{"redis.url": "redis://ignored:6379/0",
+		"redis.sentinel.master_name": "sluice-master", "redis.sentinel.addrs": sen.Addr})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	p, err := pacer.New(rdb, cfg.PacerConfig())
@@ -98,8 +82,28 @@ func TestRedisSentinel(t *testing.T) {
 	}
 }
 
+// topologyBase are the keys every topology test needs besides redis.*.
+var topologyBase = map[string]string{"queue.name": "sms", "pacer.rate": "100", "sink.url": "http://127.0.0.1:1/"}
+
+// loadClient loads topologyBase with set and returns the config and its
+// Redis client, closed when the test ends.
+func loadClient(t *testing.T, set map[string]string) (*Config, redis.UniversalClient) {
+	t.Helper()
+	flags := maps.Clone(topologyBase)
+	maps.Copy(flags, set)
+	cfg, err := Load("", nil, flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := cfg.RedisClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return cfg, rdb
+}
+
 func TestRedisTopologyValidation(t *testing.T) {
-	base := map[string]string{"queue.name": "sms", "pacer.rate": "100", "sink.url": "http://127.0.0.1:1/"}
 	for _, tt := range []struct {
 		set  map[string]string
 		keys []string
@@ -110,13 +114,8 @@ func TestRedisTopologyValidation(t *testing.T) {
 		{map[string]string{"redis.sentinel.addrs": "127.0.0.1:26379"}, []string{"redis.sentinel.master_name"}},
 		{map[string]string{"redis.sentinel.master_name": "m", "redis.sentinel.addrs": "127.0.0.1:26379", "redis.cluster_addrs": "127.0.0.1:7000"}, []string{"redis.sentinel"}},
 	} {
-		flags := map[string]string{}
-		for k, v := range base {
-			flags[k] = v
-		}
-		for k, v := range tt.set {
-			flags[k] = v
-		}
+		flags := maps.Clone(topologyBase)
+		maps.Copy(flags, tt.set)
 		_, err := Load("", nil, flags)
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%v: got %v, want ErrInvalid", tt.set, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -52,13 +53,7 @@ func (p *producer) counts() (acked, failures int) {
 // waitFor polls cond until it holds, failing t after 30s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, bounded by the deadline
-	}
+	poll.Until(t, 30*time.Second, 10*time.Millisecond, what, cond)
 }
 
 // TestCrashKeepsAcknowledgedEnqueues kills Redis (AOF, fsync always) with
