@@ -24,10 +24,17 @@ type Config struct {
 	Horizon time.Duration `yaml:"horizon"`
 	// MaxBatch is the most slots one Redis call may grant. Zero means 64.
 	MaxBatch int `yaml:"max_batch"`
-	// Grace is how long after its time a granted slot that nobody claimed
-	// may still be claimed; past it the slot is dropped, never spent late in
-	// a bunch. Zero means 10ms.
-	Grace time.Duration `yaml:"grace"`
+	// MaxLateness is how late after its slot a request may still leave. A
+	// slot whose request cannot leave by then (nobody claimed it in time,
+	// the reply that granted it came too late, or the sender stalled) is
+	// forfeited, never spent late. Zero means 2ms.
+	MaxLateness time.Duration `yaml:"max_lateness"`
+	// Headroom is the fraction of Rate the schedule leaves unused, so that
+	// requests up to MaxLateness late still never put more than
+	// Rate×W + Burst in any window W of 100ms or longer at the provider.
+	// Zero means MaxLateness / 100ms (2% with the default MaxLateness); a
+	// negative value means none: the schedule runs at Rate.
+	Headroom float64 `yaml:"headroom"`
 	// Clock is the replica's clock for waiting until a slot. Zero means the
 	// system clock. The schedule itself runs on Redis time.
 	Clock Clock `yaml:"-"`
@@ -44,7 +51,9 @@ func (systemClock) Now() time.Time { return time.Now() }
 const (
 	DefaultHorizon  = 50 * time.Millisecond
 	DefaultMaxBatch = 64
-	DefaultGrace    = 10 * time.Millisecond
+	DefaultMaxLateness = 2 * time.Millisecond
+	// headroomWindow is the shortest window the default headroom covers.
+	headroomWindow = 100 * time.Millisecond
 	// pausePoll is how often a paused replica asks again.
 	pausePoll = 100 * time.Millisecond
 )
@@ -62,8 +71,11 @@ func (c *Config) SetDefaults() {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
 	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
+	if c.MaxLateness == 0 {
+		c.MaxLateness = DefaultMaxLateness
+	}
+	if c.Headroom == 0 {
+		c.Headroom = float64(c.MaxLateness) / float64(headroomWindow)
 	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}
@@ -92,8 +104,11 @@ func (c *Config) Validate() error {
 	if c.MaxBatch < 0 || c.MaxBatch > 10000 {
 		bad("max_batch", "must be between 1 and 10000, got %d", c.MaxBatch)
 	}
-	if c.Grace < 0 {
-		bad("grace", "must not be negative, got %s", c.Grace)
+	if c.MaxLateness < 0 || c.MaxLateness > time.Second {
+		bad("max_lateness", "must be between 0 and 1s, got %s", c.MaxLateness)
+	}
+	if c.Headroom >= 0.5 {
+		bad("headroom", "must be less than 0.5 (a fraction of the rate; negative for none), got %v", c.Headroom)
 	}
 	return errors.Join(errs...)
 }

@@ -134,8 +134,8 @@ func TestCancelledWaitGivesSlotBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.Equal(heldByA) {
-		t.Errorf("next waiter spent slot %s, want the cancelled waiter's %s", got, heldByA)
+	if !got.Stamp.Equal(heldByA) {
+		t.Errorf("next waiter spent slot %s, want the cancelled waiter's %s", got.Stamp, heldByA)
 	}
 	if c := p.Stats().Calls; c != calls {
 		t.Errorf("next waiter made %d Redis calls, want 0", c-calls)
@@ -165,7 +165,7 @@ func TestCancelledWaitsNeverSpendTwice(t *testing.T) {
 				st, err := p.waitN(wctx, 1+rng.IntN(2))
 				wcancel()
 				if err == nil {
-					rec.add(st)
+					rec.add(st.Stamp)
 				} else {
 					mu.Lock()
 					cancelled++

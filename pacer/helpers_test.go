@@ -81,7 +81,7 @@ func spin(ctx context.Context, p *Pacer, rec *stamps, wg *sync.WaitGroup) {
 			st, err := p.waitN(ctx, 1)
 			switch {
 			case err == nil:
-				rec.add(st)
+				rec.add(st.Stamp)
 			case ctx.Err() != nil:
 				return
 			default:

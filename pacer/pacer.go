@@ -44,7 +44,7 @@ type Pacer struct {
 	waitScore float64       // moving average of claims that had to wait for their slot (1) or not (0)
 	sharers   atomic.Int64  // replicas drawing on the schedule, as Announce last saw
 
-	calls, granted, used, expired, waitNanos atomic.Int64
+	calls, granted, used, expired, waitNanos, forfeitLate atomic.Int64
 }
 
 // slot is one granted slot: when it falls on this replica's clock, and on
@@ -160,18 +160,18 @@ func (p *Pacer) WaitN(ctx context.Context, n int) error {
 	return err
 }
 
-// waitN is WaitN returning the Redis-clock stamp of the last slot spent.
-func (p *Pacer) waitN(ctx context.Context, n int) (time.Time, error) {
+// waitN is WaitN returning the last slot spent.
+func (p *Pacer) waitN(ctx context.Context, n int) (Slot, error) {
 	if n < 1 {
-		return time.Time{}, fmt.Errorf("pacer: wait: n must be at least 1, got %d", n)
+		return Slot{}, fmt.Errorf("pacer: wait: n must be at least 1, got %d", n)
 	}
 	if err := ctx.Err(); err != nil {
-		return time.Time{}, fmt.Errorf("pacer: wait: %w", err)
+		return Slot{}, fmt.Errorf("pacer: wait: %w", err)
 	}
 	start := p.cfg.Clock.Now()
 	held, err := p.claim(ctx, n)
 	if err != nil {
-		return time.Time{}, err
+		return Slot{}, err
 	}
 	last := held[len(held)-1]
 	p.mu.Lock()
@@ -180,11 +180,11 @@ func (p *Pacer) waitN(ctx context.Context, n int) (time.Time, error) {
 	p.topUp(ctx, last.local)
 	if err := p.sleepUntil(ctx, last.local); err != nil {
 		p.giveBack(held)
-		return time.Time{}, fmt.Errorf("pacer: wait: %w", err)
+		return Slot{}, fmt.Errorf("pacer: wait: %w", err)
 	}
 	p.used.Add(int64(n))
 	p.waitNanos.Add(int64(p.cfg.Clock.Now().Sub(start)))
-	return last.stamp, nil
+	return Slot{At: last.local, Deadline: last.local.Add(p.cfg.MaxLateness), Stamp: last.stamp}, nil
 }
 
 // claim takes n slots for the caller, refilling from Redis as needed.
@@ -310,7 +310,7 @@ func (p *Pacer) usefulBatchLocked() int {
 	if p.lastClaim.IsZero() || lag <= 0 {
 		return p.cfg.MaxBatch
 	}
-	return min(p.cfg.MaxBatch, int(p.cfg.Grace/lag))
+	return min(p.cfg.MaxBatch, int(p.cfg.MaxLateness/lag))
 }
 
 // noteClaimLocked updates the moving average of the time between claims.
@@ -375,7 +375,7 @@ func (p *Pacer) giveBack(held []slot) {
 // dropExpiredLocked drops unclaimed slots more than Grace past their time.
 func (p *Pacer) dropExpiredLocked(now time.Time) {
 	i := 0
-	for i < len(p.buf) && now.Sub(p.buf[i].local) > p.cfg.Grace {
+	for i < len(p.buf) && now.Sub(p.buf[i].local) > p.cfg.MaxLateness {
 		i++
 	}
 	if i > 0 {
@@ -403,13 +403,25 @@ func (p *Pacer) sleepFor(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Stats are this replica's counters since New.
+// Stats are this replica's counters since New, and its view of the Redis
+// clock.
 type Stats struct {
 	Calls    int64         // Redis calls made to reserve slots
 	Granted  int64         // slots granted to this replica
 	Used     int64         // slots spent by waiters
-	Expired  int64         // granted slots dropped unclaimed
+	Expired  int64         // granted slots dropped unclaimed (forfeited, reason "unclaimed")
 	WaitTime time.Duration // total time waiters spent in WaitN
+	// Forfeited counts slots given up, by reason: "unclaimed" (no waiter
+	// took it before its deadline), "stale" (the reply that granted it
+	// came after its deadline), "late" (the caller could not send before
+	// its deadline and called Forfeit).
+	Forfeited map[string]int64
+	// ClockOffset is the Redis clock minus this replica's clock, as
+	// estimated from the fastest recent round trips.
+	ClockOffset time.Duration
+	// ClockUncertainty bounds the error of ClockOffset: half the round
+	// trip of the sample it came from.
+	ClockUncertainty time.Duration
 }
 
 // Stats returns this replica's counters.
@@ -417,5 +429,6 @@ func (p *Pacer) Stats() Stats {
 	return Stats{
 		Calls: p.calls.Load(), Granted: p.granted.Load(), Used: p.used.Load(),
 		Expired: p.expired.Load(), WaitTime: time.Duration(p.waitNanos.Load()),
+		Forfeited: map[string]int64{"unclaimed": p.expired.Load(), "stale": 0, "late": p.forfeitLate.Load()},
 	}
 }

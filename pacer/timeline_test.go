@@ -237,8 +237,8 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{Config{Name: "sms", Rate: 400}, nil},
 		{Config{Name: "", Rate: 0}, []string{"pacer.name", "pacer.rate"}},
-		{Config{Name: "a b", Rate: -1, Burst: -1, Horizon: -1, MaxBatch: -1, Grace: -1},
-			[]string{"pacer.name", "pacer.rate", "pacer.burst", "pacer.horizon", "pacer.max_batch", "pacer.grace"}},
+		{Config{Name: "a b", Rate: -1, Burst: -1, Horizon: -1, MaxBatch: -1, MaxLateness: -1, Headroom: 0.5},
+			[]string{"pacer.name", "pacer.rate", "pacer.burst", "pacer.horizon", "pacer.max_batch", "pacer.max_lateness", "pacer.headroom"}},
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()

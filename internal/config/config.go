@@ -183,11 +183,13 @@ type Pacer struct {
 	// second. Required.
 	Rate float64 `yaml:"rate"`
 	// Burst: zero means 1. Horizon: zero means 50ms. MaxBatch: zero means
-	// 64. Grace: zero means 10ms.
-	Burst    int           `yaml:"burst"`
-	Horizon  time.Duration `yaml:"horizon"`
-	MaxBatch int           `yaml:"max_batch"`
-	Grace    time.Duration `yaml:"grace"`
+	// 64. MaxLateness: zero means 2ms. Headroom: zero means MaxLateness per
+	// 100ms, negative means none.
+	Burst       int           `yaml:"burst"`
+	Horizon     time.Duration `yaml:"horizon"`
+	MaxBatch    int           `yaml:"max_batch"`
+	MaxLateness time.Duration `yaml:"max_lateness"`
+	Headroom    float64       `yaml:"headroom"`
 }
 
 // SinkType names the sink.
@@ -252,7 +254,7 @@ func (c *Config) SetDefaults() {
 	p.Burst = or(p.Burst, 1)
 	p.Horizon = or(p.Horizon, pacer.DefaultHorizon)
 	p.MaxBatch = or(p.MaxBatch, pacer.DefaultMaxBatch)
-	p.Grace = or(p.Grace, pacer.DefaultGrace)
+	p.MaxLateness = or(p.MaxLateness, pacer.DefaultMaxLateness)
 	c.Sink.Type = or(c.Sink.Type, DefaultSinkType)
 	c.Sink.Timeout = or(c.Sink.Timeout, sink.DefaultTimeout)
 	c.Sink.MaxInFlight = or(c.Sink.MaxInFlight, sink.DefaultMaxInFlight)

@@ -356,7 +356,7 @@ sink: {url: "https://api.example.com/send", timeout: 2s, max_in_flight: 9, heade
 		t.Errorf("QueueConfig(): got %+v, want %+v", got, wantQ)
 	}
 	wantP := pacer.Config{Name: "provider-a", Rate: 250.5, Burst: 3, Horizon: 20 * time.Millisecond,
-		MaxBatch: pacer.DefaultMaxBatch, Grace: pacer.DefaultGrace}
+		MaxBatch: pacer.DefaultMaxBatch, MaxLateness: pacer.DefaultMaxLateness}
 	if got := c.PacerConfig(); !reflect.DeepEqual(got, wantP) {
 		t.Errorf("PacerConfig(): got %+v, want %+v", got, wantP)
 	}

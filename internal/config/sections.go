@@ -41,12 +41,13 @@ func (c *Config) PriorityConfig() priority.Config {
 // when pacer.name is not set.
 func (c *Config) PacerConfig() pacer.Config {
 	return pacer.Config{
-		Name:     or(c.Pacer.Name, c.Queue.Name),
-		Rate:     c.Pacer.Rate,
-		Burst:    c.Pacer.Burst,
-		Horizon:  c.Pacer.Horizon,
-		MaxBatch: c.Pacer.MaxBatch,
-		Grace:    c.Pacer.Grace,
+		Name:        or(c.Pacer.Name, c.Queue.Name),
+		Rate:        c.Pacer.Rate,
+		Burst:       c.Pacer.Burst,
+		Horizon:     c.Pacer.Horizon,
+		MaxBatch:    c.Pacer.MaxBatch,
+		MaxLateness: c.Pacer.MaxLateness,
+		Headroom:    c.Pacer.Headroom,
 	}
 }
 
