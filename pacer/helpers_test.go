@@ -78,7 +78,7 @@ func spin(ctx context.Context, p *Pacer, rec *stamps, wg *sync.WaitGroup) {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			st, err := p.waitN(ctx, 1)
+			st, err := p.Take(ctx, 1)
 			switch {
 			case err == nil:
 				rec.add(st.Stamp)
@@ -137,7 +137,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 // redisNow reads the schedule's Redis time.
 func redisNow(t *testing.T, p *Pacer) time.Time {
 	t.Helper()
-	st, err := p.State(context.Background())
+	st, err := p.Controls().State(context.Background())
 	if err != nil {
 		t.Fatalf("State: %v", err)
 	}

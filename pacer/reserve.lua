@@ -1,25 +1,37 @@
 -- reserve.lua: grant up to n slots of the cluster-wide schedule (GCRA).
 --
 -- KEYS[1] -> the pacer hash: sluice:{name}:pacer
--- ARGV[1] -> configured rate, slots per second (> 0)
+-- ARGV[1] -> configured rate, slots per second (> 0): the provider's cap
 -- ARGV[2] -> configured burst, slots (>= 1)
 -- ARGV[3] -> n, the most slots wanted (>= 1)
 -- ARGV[4] -> horizon, microseconds: no slot is granted further ahead of now
 -- ARGV[5] -> poll, microseconds: how long a paused caller waits before asking again
+-- ARGV[6] -> headroom, a fraction in [0, 0.5): the schedule runs at rate × (1 − headroom)
+-- ARGV[7] -> lead, microseconds: grant no slot earlier than now + lead (the
+--            caller's reply takes about that long to reach it)
+-- ARGV[8] -> hint, microseconds since the epoch: the latest slot the caller
+--            holds (0 for none); the schedule never restarts behind it
 --
 -- Returns an array of strings:
---   [1] granted slots (0 when paused or when the schedule is full to the horizon)
+--   [1] granted slots (0 when paused, when the schedule is full to the
+--       horizon, or when no slot within the horizon is at least lead ahead)
 --   [2] time of the first granted slot, Redis clock, microseconds since the epoch
 --   [3] interval between slots, microseconds
 --   [4] now, Redis clock, microseconds since the epoch
 --   [5] retry after, microseconds (when nothing was granted)
---   [6] effective rate, slots per second
+--   [6] effective cap, slots per second (the override when one is set)
 --   [7] "paused" or ""
 --
 -- Hash fields: tat (the theoretical arrival time of the next free slot), last_now
 -- (the Redis time of the previous call, to detect a clock that went back),
 -- rate and burst (as configured by the last caller, for status), rate_override
 -- and burst_override (set by an operator), paused.
+--
+-- When the hash has no tat (the first call ever, or the state was lost: the
+-- key deleted or evicted, Redis restarted empty or failed over to a replica
+-- that had not seen it), the schedule starts one horizon after now: replicas
+-- may still hold slots granted up to one horizon ahead, and a restart at now
+-- would grant those moments twice.
 --
 -- Time comes from Redis TIME only, so replicas' clocks cannot bend the rate.
 
@@ -30,42 +42,70 @@ local burst = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local horizon = tonumber(ARGV[4])
 local poll = tonumber(ARGV[5])
+local headroom = tonumber(ARGV[6])
+local lead = tonumber(ARGV[7])
+local hint = tonumber(ARGV[8])
 
 local h = redis.call('HMGET', KEYS[1], 'tat', 'last_now', 'rate_override', 'burst_override', 'paused')
 local ro = tonumber(h[3])
 if ro and ro > 0 then rate = ro end
 local bo = tonumber(h[4])
 if bo and bo >= 1 then burst = bo end
-local interval = 1000000 / rate
+local interval = 1000000 / (rate * (1 - headroom))
 local f = function(x) return string.format('%.3f', x) end
 
 if h[5] == '1' then
   return {'0', f(now), f(interval), f(now), f(poll), f(rate), 'paused'}
 end
 
-local tat = tonumber(h[1]) or (now - (burst - 1) * interval)
-local last = tonumber(h[2]) or now
-if now < last then
-  -- The Redis clock went back: keep the schedule where it was relative to
-  -- now, so that slots already granted are not granted again.
-  tat = tat - (last - now)
+local tat = tonumber(h[1])
+if tat == nil then
+  tat = now + horizon
+else
+  local last = tonumber(h[2]) or now
+  if now < last then
+    -- The Redis clock went back: keep the schedule where it was relative to
+    -- now, so that slots already granted are not granted again.
+    tat = tat - (last - now)
+  end
+  -- An idle schedule lets at most burst slots go at once.
+  local floor = now - (burst - 1) * interval
+  if tat < floor then tat = floor end
 end
--- An idle schedule lets at most burst slots go at once.
-local floor = now - (burst - 1) * interval
-if tat < floor then tat = floor end
+-- Never behind a slot the caller holds (the state was rolled back). A held
+-- slot is at most one horizon ahead of now; a hint further ahead means the
+-- Redis clock went back, which the last_now check above handles.
+if hint > 0 and hint <= now + horizon and tat < hint + interval then tat = hint + interval end
 
 local limit = now + horizon
-if tat > limit then
-  -- Full to the horizon: come back when n slots (or at least one) fit.
-  local retry = tat - limit + (want - 1) * interval
-  if retry > horizon then retry = tat - limit end
+local function refuse(first, retry)
   redis.call('HSET', KEYS[1], 'last_now', f(now), 'tat', f(tat), 'rate', ARGV[1], 'burst', ARGV[2])
-  return {'0', f(tat), f(interval), f(now), f(retry), f(rate), ''}
+  return {'0', f(first), f(interval), f(now), f(retry), f(rate), ''}
+end
+local first = tat
+if lead > 0 and first < now + lead then
+  if tat > now then
+    -- Others are drawing on the schedule: the next slots are too close
+    -- for this caller's reply to arrive in time; leave them to the others
+    -- and come back when the schedule has moved on.
+    local retry = now + lead - tat
+    if retry < interval then retry = interval end
+    if retry > horizon then retry = horizon end
+    return refuse(tat, retry)
+  end
+  -- Idle: nobody holds the next moments; skip to where this caller can use them.
+  first = now + lead
+end
+if first > limit then
+  -- Full to the horizon (or nothing far enough ahead for this caller): come
+  -- back when n slots (or at least one) fit.
+  local retry = first - limit + (want - 1) * interval
+  if retry > horizon then retry = first - limit end
+  return refuse(first, retry)
 end
 
-local n = math.floor((limit - tat) / interval) + 1
+local n = math.floor((limit - first) / interval) + 1
 if n > want then n = want end
-local first = tat
-tat = tat + n * interval
+tat = first + n * interval
 redis.call('HSET', KEYS[1], 'tat', f(tat), 'last_now', f(now), 'rate', ARGV[1], 'burst', ARGV[2])
 return {tostring(n), f(first), f(interval), f(now), '0', f(rate), ''}

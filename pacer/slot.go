@@ -1,9 +1,6 @@
 package pacer
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Slot is a moment of the schedule that a caller waited for and now holds:
 // its request may leave from At until Deadline, on this replica's clock.
@@ -22,19 +19,3 @@ type Slot struct {
 // Late reports whether now is past the slot's deadline.
 func (s Slot) Late(now time.Time) bool { return now.After(s.Deadline) }
 
-// Take is WaitN returning the slot the caller now holds (the last of the n
-// it waited for): the caller sends its request only while the slot is not
-// Late, and otherwise calls Forfeit.
-func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
-	s, err := p.waitN(ctx, n)
-	if err != nil {
-		return Slot{}, err
-	}
-	return s, nil
-}
-
-// Forfeit records that the caller could not send on s before its deadline:
-// the slot is lost, never spent late.
-func (p *Pacer) Forfeit(s Slot) {
-	p.forfeitLate.Add(1)
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,14 +27,46 @@ type step struct {
 	retry   time.Duration // checked when granted == 0
 }
 
-func newTimeline(t *testing.T, cfg Config) (*Pacer, *miniredis.Miniredis) {
+// redisTime is a miniredis whose TIME the test sets, and the replica's
+// clock (Config.Clock) reading the same time, as if the round trip took
+// no time at all.
+type redisTime struct {
+	*miniredis.Miniredis
+	mu  sync.Mutex
+	now time.Time
+}
+
+// SetTime sets the Redis time and the replica's clock to t.
+func (r *redisTime) SetTime(t time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Miniredis.SetTime(t)
+	r.now = t
+}
+
+// Now is the replica's clock.
+func (r *redisTime) Now() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.now
+}
+
+func newTimeline(t *testing.T, cfg Config) (*Pacer, *redisTime) {
 	t.Helper()
-	m := miniredis.RunT(t)
+	m := &redisTime{Miniredis: miniredis.RunT(t), now: t0}
+	m.SetTime(t0)
+	cfg.Clock = m
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	if cfg.Name == "" {
 		cfg.Name = "timeline"
 	}
+	if cfg.Headroom == 0 {
+		cfg.Headroom = -1 // timelines count exact intervals
+	}
+	// An existing, idle schedule: a fresh one starts one horizon ahead
+	// (TestScheduleStartsAfterStateLoss).
+	m.HSet(key(cfg.Name), "tat", "1", "last_now", "1")
 	p, err := New(rdb, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -41,7 +74,7 @@ func newTimeline(t *testing.T, cfg Config) (*Pacer, *miniredis.Miniredis) {
 	return p, m
 }
 
-func run(t *testing.T, p *Pacer, m *miniredis.Miniredis, steps []step) {
+func run(t *testing.T, p *Pacer, m *redisTime, steps []step) {
 	t.Helper()
 	for i, s := range steps {
 		m.SetTime(t0.Add(s.at))
@@ -129,14 +162,14 @@ func TestScheduleOverrides(t *testing.T) {
 	p, m := newTimeline(t, Config{Rate: 10, Horizon: 50 * ms})
 	run(t, p, m, []step{{at: 0, n: 1, granted: 1, first: 0}})
 	m.SetTime(t0)
-	if err := p.SetRate(ctx, 5); err != nil {
+	if err := p.Controls().SetRate(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
 	run(t, p, m, []step{
 		{at: 100 * ms, n: 1, granted: 1, first: 100 * ms}, // tat was set at 10/s
 		{at: 250 * ms, n: 1, granted: 1, first: 300 * ms}, // now 200ms apart
 	})
-	if err := p.ClearOverrides(ctx); err != nil {
+	if err := p.Controls().ClearOverrides(ctx); err != nil {
 		t.Fatal(err)
 	}
 	run(t, p, m, []step{
@@ -144,7 +177,7 @@ func TestScheduleOverrides(t *testing.T) {
 		{at: 450 * ms, n: 2, granted: 1, first: 500 * ms},
 		{at: 560 * ms, n: 2, granted: 1, first: 600 * ms}, // back to 100ms apart
 	})
-	if err := p.SetRate(ctx, 0); !errors.Is(err, ErrInvalidConfig) {
+	if err := p.Controls().SetRate(ctx, 0); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("SetRate(0): got %v, want ErrInvalidConfig", err)
 	}
 }
@@ -153,7 +186,7 @@ func TestSchedulePauseResume(t *testing.T) {
 	ctx := context.Background()
 	p, m := newTimeline(t, Config{Rate: 10, Horizon: 50 * ms})
 	m.SetTime(t0)
-	if err := p.Pause(ctx); err != nil {
+	if err := p.Controls().Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	m.SetTime(t0.Add(10 * time.Second))
@@ -164,7 +197,7 @@ func TestSchedulePauseResume(t *testing.T) {
 	if r.Granted != 0 || !r.Paused || r.RetryAfter != pausePoll {
 		t.Fatalf("paused: got %+v, want nothing granted, Paused, retry %s", r, pausePoll)
 	}
-	if err := p.Resume(ctx); err != nil {
+	if err := p.Controls().Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	run(t, p, m, []step{{at: 10 * time.Second, n: 5, granted: 1, first: 10 * time.Second}})
@@ -192,7 +225,7 @@ func TestScheduleThrottle(t *testing.T) {
 		// No burst straight after a throttle: one slot at its end.
 		{at: 1050 * ms, n: 5, granted: 1, first: 1100 * ms},
 	})
-	st, err := p.State(ctx)
+	st, err := p.Controls().State(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,23 +238,23 @@ func TestState(t *testing.T) {
 	ctx := context.Background()
 	p, m := newTimeline(t, Config{Rate: 10, Burst: 2})
 	m.SetTime(t0)
-	st, err := p.State(ctx)
+	st, err := p.Controls().State(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.EffectiveRate != 10 || st.EffectiveBurst != 2 || st.Paused || st.RateOverride != 0 {
 		t.Errorf("fresh State = %+v, want rate 10, burst 2, no override, not paused", st)
 	}
-	if err := p.SetRate(ctx, 4); err != nil {
+	if err := p.Controls().SetRate(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetBurst(ctx, 3); err != nil {
+	if err := p.Controls().SetBurst(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Pause(ctx); err != nil {
+	if err := p.Controls().Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err = p.State(ctx)
+	st, err = p.Controls().State(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,14 +299,14 @@ func TestReplicas(t *testing.T) {
 	ctx := context.Background()
 	p, m := newTimeline(t, Config{Rate: 10})
 	m.SetTime(t0)
-	if _, err := p.Announce(ctx, "a", "in_flight=3", 10*time.Second); err != nil {
+	if _, err := p.Members().Announce(ctx, "a", "in_flight=3", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	m.SetTime(t0.Add(5 * time.Second))
-	if _, err := p.Announce(ctx, "b", "in_flight=0", 10*time.Second); err != nil {
+	if _, err := p.Members().Announce(ctx, "b", "in_flight=0", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	got, err := p.Replicas(ctx, 10*time.Second)
+	got, err := p.Members().Replicas(ctx, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +314,7 @@ func TestReplicas(t *testing.T) {
 		t.Fatalf("replicas = %+v, want a and b", got)
 	}
 	m.SetTime(t0.Add(12 * time.Second)) // a is silent for 12s, b for 7s
-	got, err = p.Replicas(ctx, 10*time.Second)
+	got, err = p.Members().Replicas(ctx, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

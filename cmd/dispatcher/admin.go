@@ -48,11 +48,11 @@ func printStatus(ctx context.Context, g *globals, p *replica.Parts) error {
 	if err != nil {
 		return err
 	}
-	st, err := p.Pacer.State(ctx)
+	st, err := p.Pacer.Controls().State(ctx)
 	if err != nil {
 		return err
 	}
-	reps, err := p.Pacer.Replicas(ctx, replica.LiveWindow)
+	reps, err := p.Pacer.Members().Replicas(ctx, replica.LiveWindow)
 	if err != nil {
 		return err
 	}
@@ -109,17 +109,17 @@ func setRateCmd(g *globals) *cobra.Command {
 			}
 			return g.admin(cmd.Context(), func(ctx context.Context, p *replica.Parts) error {
 				if clear {
-					if err := p.Pacer.ClearOverrides(ctx); err != nil {
+					if err := p.Pacer.Controls().ClearOverrides(ctx); err != nil {
 						return err
 					}
 					fmt.Fprintf(g.stdout, "override cleared: every replica is back to pacer.rate %g/s\n", p.Config.Pacer.Rate)
 					return nil
 				}
-				if err := p.Pacer.SetRate(ctx, rate); err != nil {
+				if err := p.Pacer.Controls().SetRate(ctx, rate); err != nil {
 					return err
 				}
 				if burst > 0 {
-					if err := p.Pacer.SetBurst(ctx, burst); err != nil {
+					if err := p.Pacer.Controls().SetBurst(ctx, burst); err != nil {
 						return err
 					}
 				}
@@ -144,9 +144,9 @@ func pauseCmd(g *globals, pause bool) *cobra.Command {
 			return g.admin(cmd.Context(), func(ctx context.Context, p *replica.Parts) error {
 				var err error
 				if pause {
-					err = p.Pacer.Pause(ctx)
+					err = p.Pacer.Controls().Pause(ctx)
 				} else {
-					err = p.Pacer.Resume(ctx)
+					err = p.Pacer.Controls().Resume(ctx)
 				}
 				if err == nil {
 					fmt.Fprintf(g.stdout, "%s: queue %s\n", done, p.Config.Queue.Name)

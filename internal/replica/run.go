@@ -47,7 +47,7 @@ func New(p *Parts) (*Replica, error) {
 		Queue:        p.Queue,
 		SlotsGranted: func() float64 { return float64(p.Pacer.Stats().Granted) },
 		EffectiveRate: func(ctx context.Context) (float64, float64, error) {
-			st, err := p.Pacer.State(ctx)
+			st, err := p.Pacer.Controls().State(ctx)
 			return st.EffectiveRate, st.ConfiguredRate, err
 		},
 	})
@@ -88,7 +88,7 @@ func (r *Replica) Handler() http.Handler {
 		defer cancel()
 		err := r.Engine.Ready(ctx)
 		if err == nil {
-			_, err = r.Pacer.State(ctx)
+			_, err = r.Pacer.Controls().State(ctx)
 		}
 		if err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -148,7 +148,7 @@ func (r *Replica) heartbeat(ctx context.Context) {
 	defer t.Stop()
 	for {
 		actx, cancel := context.WithTimeout(ctx, heartbeat)
-		live, err := r.Pacer.Announce(actx, r.ID, "in_flight="+strconv.Itoa(r.Engine.InFlight()), LiveWindow)
+		live, err := r.Pacer.Members().Announce(actx, r.ID, "in_flight="+strconv.Itoa(r.Engine.InFlight()), LiveWindow)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			r.Log.Debug("replica: heartbeat", "err", err)

@@ -5,12 +5,46 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
+
+// Controls are an operator's hold on a schedule: a rate or burst override
+// and pause, written to Redis and obeyed by every replica from its next
+// call (within one Horizon), and the schedule's state. They need no rate
+// of their own: an admin command can use them without a replica's
+// configuration. Controls are safe for concurrent use.
+type Controls struct {
+	rdb redis.Scripter
+	key string
+	// rate and burst stand in for the configured values in State before
+	// any replica has called; zero when unknown.
+	rate  float64
+	burst int
+}
+
+// NewControls returns the controls of the schedule named name on rdb. It
+// never closes rdb.
+func NewControls(rdb redis.Scripter, name string) (*Controls, error) {
+	if !nameRE.MatchString(name) {
+		return nil, fmt.Errorf("%w: pacer.name: %q must be 1-64 letters, digits, '_' or '-'", ErrInvalidConfig, name)
+	}
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+	}
+	return &Controls{rdb: rdb, key: key(name)}, nil
+}
+
+// Controls returns the controls of p's schedule; State reports p's own
+// configured rate and burst until a replica has called.
+func (p *Pacer) Controls() *Controls {
+	return &Controls{rdb: p.rdb, key: p.key, rate: p.cfg.Rate, burst: p.cfg.Burst}
+}
 
 // SetRate overrides the configured rate for every replica sharing the
 // schedule, from each one's next Redis call, until ClearOverrides. The
 // override stays in Redis (and survives a restart only when Redis persists).
-func (p *Pacer) SetRate(ctx context.Context, rate float64) error {
+func (p *Controls) SetRate(ctx context.Context, rate float64) error {
 	if !(rate > 0) || rate > 1e6 {
 		return fmt.Errorf("pacer: set rate: %w: rate must be more than 0 and at most 1000000, got %v", ErrInvalidConfig, rate)
 	}
@@ -18,7 +52,7 @@ func (p *Pacer) SetRate(ctx context.Context, rate float64) error {
 }
 
 // SetBurst overrides the configured burst for every replica, like SetRate.
-func (p *Pacer) SetBurst(ctx context.Context, burst int) error {
+func (p *Controls) SetBurst(ctx context.Context, burst int) error {
 	if burst < 1 || burst > 1e6 {
 		return fmt.Errorf("pacer: set burst: %w: burst must be between 1 and 1000000, got %d", ErrInvalidConfig, burst)
 	}
@@ -27,16 +61,16 @@ func (p *Pacer) SetBurst(ctx context.Context, burst int) error {
 
 // ClearOverrides removes the rate and burst overrides: every replica goes
 // back to its configured rate and burst.
-func (p *Pacer) ClearOverrides(ctx context.Context) error {
+func (p *Controls) ClearOverrides(ctx context.Context) error {
 	return p.admin(ctx, "clear overrides", "clear", "rate_override", "burst_override")
 }
 
 // Pause stops the schedule: no replica is granted a slot until Resume.
 // Slots granted before the pause (at most one Horizon ahead) still go.
-func (p *Pacer) Pause(ctx context.Context) error { return p.hset(ctx, "pause", "paused", "1") }
+func (p *Controls) Pause(ctx context.Context) error { return p.hset(ctx, "pause", "paused", "1") }
 
 // Resume restarts a paused schedule.
-func (p *Pacer) Resume(ctx context.Context) error {
+func (p *Controls) Resume(ctx context.Context) error {
 	return p.admin(ctx, "resume", "clear", "paused")
 }
 
@@ -78,8 +112,8 @@ type State struct {
 }
 
 // State reads the schedule's state. Before any replica has asked for a slot
-// the configured values are this pacer's own.
-func (p *Pacer) State(ctx context.Context) (State, error) {
+// the configured values are the pacer's own (zero from NewControls).
+func (p *Controls) State(ctx context.Context) (State, error) {
 	v, err := stateScript.Run(ctx, p.rdb, []string{p.key}).Result()
 	if err != nil {
 		return State{}, fmt.Errorf("pacer: state: %w: %w", ErrUnavailable, err)
@@ -99,7 +133,7 @@ func (p *Pacer) State(ctx context.Context) (State, error) {
 		RateOverride: f[4], BurstOverride: int(f[5]), Paused: paused, ThrottledUntil: usTime(f[7]),
 	}
 	if s.ConfiguredRate == 0 {
-		s.ConfiguredRate, s.ConfiguredBurst = p.cfg.Rate, p.cfg.Burst
+		s.ConfiguredRate, s.ConfiguredBurst = p.rate, p.burst
 	}
 	s.EffectiveRate, s.EffectiveBurst = s.ConfiguredRate, s.ConfiguredBurst
 	if s.RateOverride > 0 {
@@ -114,12 +148,12 @@ func (p *Pacer) State(ctx context.Context) (State, error) {
 	return s, nil
 }
 
-func (p *Pacer) hset(ctx context.Context, op, field, value string) error {
+func (p *Controls) hset(ctx context.Context, op, field, value string) error {
 	return p.admin(ctx, op, "set", field, value)
 }
 
 // admin runs admin.lua with args after the key.
-func (p *Pacer) admin(ctx context.Context, op string, args ...any) error {
+func (p *Controls) admin(ctx context.Context, op string, args ...any) error {
 	if err := adminScript.Run(ctx, p.rdb, []string{p.key}, args...).Err(); err != nil {
 		return fmt.Errorf("pacer: %s: %w: %w", op, ErrUnavailable, err)
 	}

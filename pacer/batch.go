@@ -1,0 +1,112 @@
+package pacer
+
+import "time"
+
+// batchPolicy decides how many slots one Redis call asks for. It is pure:
+// it learns from what the Pacer tells it (claims, waits, drops) and
+// answers with a size; time is passed in.
+//
+// A batch grows (doubling) while every slot is used and halves after
+// waste. It is bounded by what this replica can use: a saturated replica
+// (most recent claims had to wait for their slot) takes at most its fair
+// share of the horizon, the horizon's slots over the replicas drawing on
+// the schedule, so busy replicas share the slots evenly; a replica with
+// little demand takes only what its waiters can claim before the slots
+// pass their lateness bound. A replica whose clock map is too uncertain to
+// place slots within the lateness bound takes one slot at a time, so that
+// its slots never form a block that lands on top of another replica's.
+type batchPolicy struct {
+	maxBatch    int
+	horizon     time.Duration
+	maxLateness time.Duration
+
+	next      int           // size to ask for next, before bounds
+	dropped   int           // slots dropped since the last refill
+	lastClaim time.Time     // when a waiter last took slots
+	claimGap  time.Duration // moving average of the time between claims
+	interval  time.Duration // between slots, as the last grant said
+	waitScore float64       // moving average of claims that waited (1) or not (0)
+}
+
+const (
+	// waitMemory is the weight of the past in the wait score's moving
+	// average; the newest claim weighs 1 − waitMemory.
+	waitMemory = 0.8
+	// saturatedScore is the wait score from which a replica counts as
+	// saturated: it always has a job waiting for the next slot.
+	saturatedScore = 0.7
+	// claimGapMemory is the weight of the past in the claim gap's moving
+	// average.
+	claimGapMemory = 4
+)
+
+func newBatchPolicy(cfg Config) batchPolicy {
+	return batchPolicy{maxBatch: cfg.MaxBatch, horizon: cfg.Horizon, maxLateness: cfg.MaxLateness, next: 1}
+}
+
+// noteWait records whether a claim had to wait for its slot (or found the
+// schedule full).
+func (b *batchPolicy) noteWait(waited bool) {
+	w := 0.0
+	if waited {
+		w = 1
+	}
+	b.waitScore = waitMemory*b.waitScore + (1-waitMemory)*w
+}
+
+// noteClaim records a claim at now.
+func (b *batchPolicy) noteClaim(now time.Time) {
+	if !b.lastClaim.IsZero() {
+		gap := now.Sub(b.lastClaim)
+		if b.claimGap == 0 {
+			b.claimGap = gap
+		} else {
+			b.claimGap = (claimGapMemory*b.claimGap + gap) / (claimGapMemory + 1)
+		}
+	}
+	b.lastClaim = now
+}
+
+// noteDropped records n slots dropped unclaimed.
+func (b *batchPolicy) noteDropped(n int) { b.dropped += n }
+
+// noteInterval records the schedule's interval from a grant.
+func (b *batchPolicy) noteInterval(d time.Duration) { b.interval = d }
+
+// size returns how many slots to ask for when need are wanted now, with
+// sharers replicas on the schedule; uncertain says the clock map cannot
+// place slots within the lateness bound.
+func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
+	if b.dropped > 0 {
+		b.next = max(1, b.next/2)
+	} else {
+		b.next = min(b.maxBatch, b.next*2)
+	}
+	b.dropped = 0
+	if uncertain {
+		return need
+	}
+	return max(need, min(b.next, b.limit(sharers)))
+}
+
+// limit bounds a batch: a saturated replica's fair share of the horizon,
+// or what a lightly loaded one can use (useful).
+func (b *batchPolicy) limit(sharers int) int {
+	if b.waitScore < saturatedScore || b.interval <= 0 {
+		return b.useful()
+	}
+	fair := int(float64(b.horizon) / float64(b.interval) / float64(max(1, sharers)))
+	return min(b.maxBatch, max(1, fair))
+}
+
+// useful is the most slots this replica could claim before they pass
+// their lateness bound: waiters claim one every claimGap while slots come
+// one every interval, so the k-th slot is claimed k×(claimGap−interval)
+// late.
+func (b *batchPolicy) useful() int {
+	lag := b.claimGap - b.interval - b.interval/10
+	if b.lastClaim.IsZero() || lag <= 0 {
+		return b.maxBatch
+	}
+	return max(1, min(b.maxBatch, int(b.maxLateness/lag)))
+}

@@ -1,0 +1,85 @@
+package pacer
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// A schedule whose state is gone (first start, key deleted or evicted,
+// Redis restarted empty) starts one horizon after now: replicas may hold
+// slots granted up to one horizon ahead, and a restart at now would grant
+// those moments again.
+func TestScheduleStartsAfterStateLoss(t *testing.T) {
+	p, m := newTimeline(t, Config{Rate: 100, Horizon: 50 * ms})
+	run(t, p, m, []step{
+		{at: 0, n: 10, granted: 6, first: 0}, // slots at 0…50ms
+	})
+	m.Del(key("timeline"))
+	run(t, p, m, []step{
+		// Deleted at 10ms: the next slot comes no earlier than 10ms+horizon,
+		// after every slot granted before the loss.
+		{at: 10 * ms, n: 10, granted: 1, first: 60 * ms},
+		{at: 30 * ms, n: 10, granted: 2, first: 70 * ms},
+	})
+}
+
+// A schedule rolled back (a failover to a replica that lagged) never
+// restarts behind a slot the calling replica holds; a hint further ahead
+// than one horizon means the Redis clock went back, and is ignored.
+func TestScheduleNeverBehindHeldSlots(t *testing.T) {
+	p, m := newTimeline(t, Config{Rate: 100, Horizon: 50 * ms})
+	run(t, p, m, []step{{at: 0, n: 10, granted: 6, first: 0}})
+	m.HSet(key("timeline"), "tat", us(t0.Add(-time.Second)), "last_now", us(t0.Add(-time.Second)))
+	p.mu.Lock()
+	p.hint = t0.Add(50 * ms) // the last slot this replica holds
+	p.mu.Unlock()
+	run(t, p, m, []step{{at: 20 * ms, n: 10, granted: 2, first: 60 * ms}}) // 60 and 70ms
+
+	p.mu.Lock()
+	p.hint = t0.Add(time.Hour)
+	p.mu.Unlock()
+	m.HSet(key("timeline"), "tat", us(t0), "last_now", us(t0))
+	run(t, p, m, []step{{at: 100 * ms, n: 1, granted: 1, first: 100 * ms}})
+}
+
+// Headroom runs the schedule a fraction below the rate.
+func TestScheduleHeadroom(t *testing.T) {
+	p, m := newTimeline(t, Config{Rate: 100, Horizon: 50 * ms, Headroom: 0.2})
+	run(t, p, m, []step{
+		{at: 0, n: 10, granted: 5, first: 0}, // one slot every 12.5ms: 0, 12.5, 25, 37.5, 50
+		{at: 20 * ms, n: 10, granted: 1, first: 62500 * time.Microsecond},
+	})
+	r, err := p.Reserve(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Interval != 12500*time.Microsecond || r.Rate != 100 {
+		t.Errorf("interval %s, rate %v; want 12.5ms (80/s) under a cap of 100", r.Interval, r.Rate)
+	}
+}
+
+// A replica whose replies take long asks for no slot closer than they
+// take: on a busy schedule the near slots stay with the others; on an idle
+// one it skips to where it can use them.
+func TestScheduleLead(t *testing.T) {
+	p, m := newTimeline(t, Config{Rate: 100, Horizon: 50 * ms})
+	run(t, p, m, []step{{at: 0, n: 2, granted: 2, first: 0}}) // tat at 20ms: busy
+	setLead(p, 31*ms)                                         // asks for slots ≥ 30ms ahead (lead − lateness/2)
+	run(t, p, m, []step{
+		{at: 0, n: 1, granted: 0, retry: 10 * ms},          // 20ms is too close: come back
+		{at: 200 * ms, n: 1, granted: 1, first: 230 * ms}, // idle: skip to now+30ms
+	})
+}
+
+func setLead(p *Pacer, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.clock.leads {
+		p.clock.leads[i] = d
+	}
+	p.clock.nlead = leadSamples
+	p.clock.n, p.clock.best = 0, -1 // and no sample, so that the next call adds none first
+}
+
+func us(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }

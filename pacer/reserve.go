@@ -1,0 +1,143 @@
+package pacer
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Reservation is the answer to one Reserve call: Granted slots, the first at
+// First and each next one Interval later, all on the Redis clock.
+type Reservation struct {
+	Granted    int
+	First      time.Time     // Redis time of the first granted slot; may be before Now (burst)
+	Interval   time.Duration // between granted slots: 1/(Rate×(1−Headroom))
+	Now        time.Time     // Redis time when the slots were granted
+	RetryAfter time.Duration // with Granted == 0: when asking again can succeed
+	Rate       float64       // the effective cap (the override when one is set)
+	Paused     bool          // the schedule is paused; nothing is granted
+}
+
+// Slot returns the Redis-clock time of granted slot i (0-based); a slot due
+// before the reservation was made is due at Now.
+func (r Reservation) Slot(i int) time.Time {
+	t := r.First.Add(time.Duration(i) * r.Interval)
+	if t.Before(r.Now) {
+		return r.Now
+	}
+	return t
+}
+
+// Delay returns how long after Now granted slot i is due.
+func (r Reservation) Delay(i int) time.Duration { return r.Slot(i).Sub(r.Now) }
+
+// Reserve asks the schedule for up to n slots in one Redis call and moves
+// the schedule past the slots it grants. The slots are the caller's to use,
+// each at its time; slots not used are lost, never granted again. It grants
+// none while paused, throttled beyond the horizon or when the schedule is
+// full to the horizon; RetryAfter then says when to ask again.
+//
+// Each call is also a clock sample: it refines this replica's map from the
+// Redis clock to its own. The call asks for no slot closer to now than this
+// replica's replies take to arrive, and tells the schedule the latest slot
+// this replica holds, so that lost state cannot restart the schedule
+// behind it.
+func (p *Pacer) Reserve(ctx context.Context, n int) (Reservation, error) {
+	if n < 1 {
+		return Reservation{}, fmt.Errorf("pacer: reserve: n must be at least 1, got %d", n)
+	}
+	p.mu.Lock()
+	lead := max(0, p.clock.lead()-p.cfg.MaxLateness/2)
+	var hint int64
+	if !p.hint.IsZero() {
+		hint = p.hint.UnixMicro()
+	}
+	p.mu.Unlock()
+	p.calls.Add(1)
+	sent := p.cfg.Clock.Now()
+	v, err := reserveScript.Run(ctx, p.rdb, []string{p.key},
+		p.cfg.Rate, p.cfg.Burst, n, p.cfg.Horizon.Microseconds(), pausePoll.Microseconds(),
+		max(p.cfg.Headroom, 0), lead.Microseconds(), hint).Result()
+	recv := p.cfg.Clock.Now()
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Reservation{}, fmt.Errorf("pacer: reserve: %w", ctxErr)
+		}
+		return Reservation{}, fmt.Errorf("pacer: reserve: %w: %w", ErrUnavailable, err)
+	}
+	r, err := parseReservation(v)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("pacer: reserve: %w", err)
+	}
+	p.mu.Lock()
+	p.clock.add(sent, recv, r.Now)
+	p.mu.Unlock()
+	p.granted.Add(int64(r.Granted))
+	return r, nil
+}
+
+func parseReservation(v any) (Reservation, error) {
+	fields, err := replyStrings(v, 7)
+	if err != nil {
+		return Reservation{}, err
+	}
+	f, err := parseFields(fields[:6])
+	if err != nil {
+		return Reservation{}, err
+	}
+	if f[0] < 0 || f[0] != float64(int(f[0])) || f[2] <= 0 {
+		return Reservation{}, fmt.Errorf("%w: granted %v, interval %v", ErrBadReply, f[0], f[2])
+	}
+	return Reservation{
+		Granted:    int(f[0]),
+		First:      usTime(f[1]),
+		Interval:   usDur(f[2]),
+		Now:        usTime(f[3]),
+		RetryAfter: usDur(f[4]),
+		Rate:       f[5],
+		Paused:     fields[6] == "paused",
+	}, nil
+}
+
+// Stats are this replica's counters since New, and its view of the Redis
+// clock.
+type Stats struct {
+	Calls    int64         // Redis calls made to reserve slots
+	Granted  int64         // slots granted to this replica
+	Used     int64         // slots spent by waiters
+	Expired  int64         // granted slots dropped unclaimed (Forfeited["unclaimed"])
+	WaitTime time.Duration // total time waiters spent in Take
+	// Forfeited counts slots given up, by reason: "unclaimed" (no waiter
+	// took it before its deadline), "stale" (the reply that granted it
+	// came after its deadline), "late" (the waiter, or the caller through
+	// Forfeit, could not send before its deadline).
+	Forfeited map[string]int64
+	// ClockOffset is the Redis clock minus this replica's clock, as
+	// estimated from the fastest recent round trips.
+	ClockOffset time.Duration
+	// ClockUncertainty bounds the error of ClockOffset: half the round
+	// trip of the sample it came from, plus drift since.
+	ClockUncertainty time.Duration
+}
+
+// Forfeit reasons, the keys of Stats.Forfeited.
+const (
+	ForfeitUnclaimed = "unclaimed"
+	ForfeitStale     = "stale"
+	ForfeitLate      = "late"
+)
+
+// Stats returns this replica's counters.
+func (p *Pacer) Stats() Stats {
+	p.mu.Lock()
+	off, unc := p.clock.offset(p.cfg.Clock.Now())
+	p.mu.Unlock()
+	return Stats{
+		Calls: p.calls.Load(), Granted: p.granted.Load(), Used: p.used.Load(),
+		Expired: p.unclaimed.Load(), WaitTime: time.Duration(p.waitNanos.Load()),
+		Forfeited: map[string]int64{
+			ForfeitUnclaimed: p.unclaimed.Load(), ForfeitStale: p.stale.Load(), ForfeitLate: p.late.Load(),
+		},
+		ClockOffset: off, ClockUncertainty: unc,
+	}
+}
