@@ -67,7 +67,7 @@ func TestScheduleLead(t *testing.T) {
 	run(t, p, m, []step{{at: 0, n: 2, granted: 2, first: 0}}) // tat at 20ms: busy
 	setLead(p, 31*ms)                                         // asks for slots ≥ 30ms ahead (lead − lateness/2)
 	run(t, p, m, []step{
-		{at: 0, n: 1, granted: 0, retry: 10 * ms},          // 20ms is too close: come back
+		{at: 0, n: 1, granted: 0, retry: 10 * ms},         // 20ms is too close: come back
 		{at: 200 * ms, n: 1, granted: 1, first: 230 * ms}, // idle: skip to now+30ms
 	})
 }

@@ -18,4 +18,3 @@ type Slot struct {
 
 // Late reports whether now is past the slot's deadline.
 func (s Slot) Late(now time.Time) bool { return now.After(s.Deadline) }
-
