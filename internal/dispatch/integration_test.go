@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/internal/dispatch"
 	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testnats"
 	"github.com/sluicehq/sluice/internal/testredis"
