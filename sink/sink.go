@@ -128,3 +128,25 @@ func (e *StatusError) class() error {
 	}
 	return ErrPermanent
 }
+
+// LogSafe renders an error of Send for a log line. A provider's answer
+// (a *StatusError) is rendered as its status alone, "provider answered 400
+// Bad Request", because its body may echo the payload (a phone number, a
+// message); any other error as its text, which never carries the payload.
+// The error itself, with the answer's excerpt, is for the dead letter.
+func LogSafe(err error) string {
+	if se, ok := errors.AsType[*StatusError](err); ok {
+		return fmt.Sprintf("provider answered %d %s", se.Status, http.StatusText(se.Status))
+	}
+	return err.Error()
+}
+
+// RetryAfter returns how long a throttling answer that err carries (a
+// *ThrottledError) asked to wait: zero when err carries none, or the
+// provider gave no usable Retry-After.
+func RetryAfter(err error) time.Duration {
+	if te, ok := errors.AsType[*ThrottledError](err); ok {
+		return te.RetryAfter
+	}
+	return 0
+}

@@ -2,9 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/sink"
 )
 
 func TestMetricsLint(t *testing.T) {
@@ -62,15 +58,4 @@ func TestNilMetrics(t *testing.T) {
 	m.sent(&queue.Job{}, time.Now())
 	m.throttle()
 	m.Lanes([]string{"x"})
-}
-
-// Logs never carry the provider's answer body, which may echo the payload.
-func TestLogSafe(t *testing.T) {
-	err := fmt.Errorf("wrapped: %w", &sink.StatusError{Status: 400, Body: `{"error":"invalid number +15550100"}`})
-	if got := logSafe(err); strings.Contains(got, "+1555") || !strings.Contains(got, "400") {
-		t.Errorf("logSafe = %q, want the status without the body", got)
-	}
-	if got := logSafe(errors.New("dial tcp: refused")); got != "dial tcp: refused" {
-		t.Errorf("logSafe of a transport error = %q", got)
-	}
 }

@@ -3,8 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/queue"
@@ -40,17 +38,16 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	var thr *sink.ThrottledError
 	switch {
 	case err == nil:
 		e.metrics.outcome(j.Lane, outDelivered)
 		e.ack(sctx, d)
-	case errors.As(err, &thr):
-		e.throttled(sctx, d, thr)
+	case errors.Is(err, sink.ErrThrottled):
+		e.throttled(sctx, d, err)
 	case errors.Is(err, sink.ErrPermanent):
 		e.metrics.outcome(j.Lane, outDead)
 		e.metrics.dead(j.Lane, "permanent")
-		e.log.Warn("dispatch: permanent failure, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", logSafe(err))
+		e.log.Warn("dispatch: permanent failure, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", sink.LogSafe(err))
 		e.settled(j, "dead-letter", d.DeadLetter(sctx, err.Error()))
 	default:
 		delay := e.cfg.backoff(j.Attempt)
@@ -58,10 +55,10 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 		if dead {
 			e.metrics.outcome(j.Lane, outDead)
 			e.metrics.dead(j.Lane, "max_attempts")
-			e.log.Warn("dispatch: out of attempts, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", logSafe(err))
+			e.log.Warn("dispatch: out of attempts, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", sink.LogSafe(err))
 		} else {
 			e.metrics.outcome(j.Lane, outRetried)
-			e.log.Info("dispatch: transient failure, retry later", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "in", delay, "err", logSafe(err))
+			e.log.Info("dispatch: transient failure, retry later", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "in", delay, "err", sink.LogSafe(err))
 		}
 		e.settled(j, "retry", rerr)
 	}
@@ -71,8 +68,8 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 // Retry-After and puts the job back to go first when slots come again. A
 // throttle is the provider's state, not the job's failure: no attempt is
 // spent.
-func (e *Engine) throttled(ctx context.Context, d queue.Delivery, thr *sink.ThrottledError) {
-	wait := thr.RetryAfter
+func (e *Engine) throttled(ctx context.Context, d queue.Delivery, err error) {
+	wait := sink.RetryAfter(err)
 	if wait <= 0 {
 		wait = e.cfg.DefaultThrottle
 	}
@@ -82,7 +79,7 @@ func (e *Engine) throttled(ctx context.Context, d queue.Delivery, thr *sink.Thro
 	if _, err := e.pacer.Throttle(ctx, wait); err != nil {
 		e.backendError("pacer", err)
 	}
-	e.log.Info("dispatch: provider throttled, cluster holds back", "for", wait, "status", thr.Status)
+	e.log.Info("dispatch: provider throttled, cluster holds back", "for", wait, "err", sink.LogSafe(err))
 	e.putBack(d)
 }
 
@@ -121,15 +118,4 @@ func (e *Engine) settled(j *queue.Job, op string, err error) {
 	}
 	e.backendError("queue", err)
 	e.log.Error("dispatch: could not settle job; it will be delivered again", "op", op, "job", j.ID, "lane", j.Lane, "err", err)
-}
-
-// logSafe renders a sink error for the logs without the provider's answer
-// body, which may echo the payload (a phone number, a message): the status
-// alone is logged, while the dead-letter reason keeps the whole answer.
-func logSafe(err error) string {
-	var se *sink.StatusError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("provider answered %d %s", se.Status, http.StatusText(se.Status))
-	}
-	return err.Error()
 }
