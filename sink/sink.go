@@ -17,8 +17,15 @@ import (
 // provider asks everyone to slow down; the error is a *ThrottledError with
 // the Retry-After), ErrTransient (try again later) or ErrPermanent (will
 // never succeed: dead-letter the job with err.Error() as the reason). An
-// error matching none of them is to be treated as transient. Send must
-// return promptly once ctx ends, and must be safe for concurrent use.
+// error matching none of them is to be treated as transient, except
+// ErrLate (below). Send must return promptly once ctx ends, and must be
+// safe for concurrent use.
+//
+// Send runs the gate ctx may carry (Gate) as the very last step before it
+// writes the request, and writes nothing when the gate refuses: it then
+// returns the gate's error (ErrLate, from the dispatch engine, when the
+// request's pacer slot has passed). A Sender that never calls Gate sends
+// whenever it is called, however late.
 type Sender interface {
 	Send(ctx context.Context, j *queue.Job) error
 }
