@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
@@ -34,12 +35,18 @@ var _ Queue = queue.Queue(nil)
 
 // Pacer is the slice of pacer.Pacer the engine uses.
 type Pacer interface {
-	// WaitN returns when n slots of the cluster-wide schedule are the
-	// caller's and the last has come.
-	WaitN(ctx context.Context, n int) error
+	// Take returns when n slots of the cluster-wide schedule are the
+	// caller's and the last has come, and returns that last slot: the
+	// request goes on it, before its Deadline, or not at all.
+	Take(ctx context.Context, n int) (pacer.Slot, error)
+	// Forfeit gives up a slot whose request could not leave before its
+	// Deadline: the slot is lost, never spent late.
+	Forfeit(s pacer.Slot)
 	// Throttle holds the whole cluster back for d.
 	Throttle(ctx context.Context, d time.Duration) (time.Time, error)
 }
+
+var _ Pacer = (*pacer.Pacer)(nil)
 
 // Engine drains one replica's share of the queue toward the provider:
 // queue → priority → pacer → sink. Run it once; any number of replicas may
@@ -149,7 +156,8 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // slotLoop takes one slot at a time until ctx ends: it waits for room in
 // flight and for a job in some lane, then for the slot, and only then
-// picks the job, so the job sent is the most urgent one at that moment.
+// picks the job, so the job sent is the most urgent one at that moment. A
+// job of cost n takes n-1 more slots and is sent on the last.
 func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 	failures := 0
 	for {
@@ -163,7 +171,8 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			return
 		}
 		start := e.cfg.Now()
-		if err := e.pacer.WaitN(ctx, 1); err != nil {
+		slot, err := e.pacer.Take(ctx, 1)
+		if err != nil {
 			<-e.inflight
 			if ctx.Err() != nil {
 				return
@@ -183,7 +192,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			continue
 		}
 		if cost := d.Job().Cost; cost > 1 {
-			if err := e.pacer.WaitN(ctx, cost-1); err != nil {
+			if slot, err = e.pacer.Take(ctx, cost-1); err != nil {
 				e.putBack(d)
 				<-e.inflight
 				continue
@@ -194,7 +203,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 		go func() {
 			defer e.sends.Done()
 			defer func() { <-e.inflight }()
-			e.send(sendCtx, d)
+			e.send(sendCtx, d, slot)
 		}()
 	}
 }

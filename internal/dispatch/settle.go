@@ -3,8 +3,10 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
 )
@@ -21,19 +23,29 @@ const (
 	outThrottled = "throttled"
 )
 
-// send delivers one job and settles it by the provider's answer: delivered
-// → ack; throttled → the whole cluster holds back and the job goes back to
-// the front of its lane; permanent → dead letter with the answer;
-// transient → retry after backoff (dead letter when out of attempts).
-func (e *Engine) send(ctx context.Context, d queue.Delivery) {
+// send delivers one job on slot and settles it by the provider's answer:
+// delivered → ack; throttled → the whole cluster holds back and the job
+// goes back to the front of its lane; permanent → dead letter with the
+// answer; transient → retry after backoff (dead letter when out of
+// attempts). When the sink's gate finds the slot past its deadline, nothing
+// was sent: the slot is forfeited and the job goes back to the front of its
+// lane.
+func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 	j := d.Job()
-	e.metrics.sent(j, e.cfg.Now())
 	e.metrics.inFlight(1)
 	e.open.Add(1)
 	start := e.cfg.Now()
-	err := e.sink.Send(ctx, j)
+	var gated atomic.Bool
+	err := e.sink.Send(sink.WithGate(ctx, e.onTime(j, slot, &gated)), j)
 	e.open.Add(-1)
 	e.metrics.inFlight(-1)
+	if errors.Is(err, sink.ErrLate) {
+		e.late(d, slot)
+		return
+	}
+	if !gated.Load() { // a sink that runs no gate: the send began at start
+		e.metrics.sent(j, start)
+	}
 	e.metrics.providerLatency(e.cfg.Now().Sub(start))
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
@@ -62,6 +74,33 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 		}
 		e.settled(j, "retry", rerr)
 	}
+}
+
+// onTime returns the gate for sending j on slot, which the sink runs right
+// before it writes the request: it refuses with sink.ErrLate once the slot
+// is past its deadline, and otherwise records how late the request leaves
+// and sets passed.
+func (e *Engine) onTime(j *queue.Job, slot pacer.Slot, passed *atomic.Bool) func() error {
+	return func() error {
+		now := e.cfg.Now()
+		if slot.Late(now) {
+			return sink.ErrLate
+		}
+		passed.Store(true)
+		e.metrics.lateness(now.Sub(slot.At))
+		e.metrics.sent(j, now)
+		return nil
+	}
+}
+
+// late gives up a slot whose request could not leave before its deadline
+// and puts the job back at the front of its lane for a later slot. Nothing
+// was sent: no attempt is spent, and the job is neither acked nor retried.
+func (e *Engine) late(d queue.Delivery, slot pacer.Slot) {
+	e.pacer.Forfeit(slot)
+	e.log.Debug("dispatch: slot passed before the request could leave; forfeited, job goes on a later slot",
+		"job", d.Job().ID, "lane", d.Job().Lane, "deadline", slot.Deadline)
+	e.putBack(d)
 }
 
 // throttled makes the whole cluster hold back for the provider's
