@@ -12,7 +12,7 @@ test:
 bench: bench-micro bench-e2e
 
 bench-micro:
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./pacer/ ./queue/... ./dispatch/
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./pacer/ ./queue/... ./internal/dispatch/
 
 bench-e2e:
 	@SLUICE_BENCH=1 $(GO) test -count=1 -run TestBenchTable -v -timeout 20m ./e2e/ | grep -vE '^(=== |--- PASS|    --- PASS|PASS$$)'

@@ -17,6 +17,8 @@
 //	caller's ctx ended                       ErrTransient, and ctx.Err() retry after backoff
 //	other 4xx, any 3xx (never followed)      *StatusError (ErrPermanent) dead-letter, err.Error() as
 //	                                                                     the reason
+//	none: the gate refused (WithGate)        the gate's error: ErrLate   forfeit the slot; the job
+//	                                         (none of the three above)   goes again on a later slot
 //
 // Retry-After is read as seconds ("120") or as an HTTP-date ("Wed, 21 Oct
 // 2026 07:28:00 GMT"); an unreadable, negative or past value counts as
@@ -26,6 +28,13 @@
 // provider's answer (MaxBodyExcerpt), trimmed and made printable, so that
 // it can serve as the dead-letter reason. No error ever carries the job's
 // payload, the URL's credentials or query, or a configured header's value.
+//
+// The gate is how the engine keeps each request within its pacer slot's
+// lateness bound: it carries a check in the context (WithGate) that the
+// sink runs as the very last step before the request leaves (the HTTP
+// sink, in a transport around its own, before a connection is even taken
+// from the pool). LogSafe renders an error for a log line without the
+// provider's answer body.
 //
 // HTTP is the production sink; see Send for the request it makes. Log is a
 // sink for trying sluice out without a provider.

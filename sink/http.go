@@ -64,7 +64,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	h.client = &http.Client{
-		Transport: transport,
+		Transport: gatedTransport{next: transport},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -79,6 +79,12 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 // the answer as the package documentation says. The request is bounded by
 // the configured Timeout and by ctx. Neither the payload nor the URL's
 // credentials ever appear in the error.
+//
+// The gate that ctx may carry (WithGate) runs as the last step before the
+// request is handed to the transport: when it refuses, nothing is sent and
+// Send returns its error (ErrLate from the dispatch engine), which matches
+// none of ErrThrottled, ErrTransient and ErrPermanent. A new connection to
+// the provider, when one is needed, is opened after the gate.
 func (h *HTTP) Send(ctx context.Context, j *queue.Job) error {
 	if j == nil {
 		return fmt.Errorf("%w: nil job", ErrPermanent)
@@ -90,6 +96,9 @@ func (h *HTTP) Send(ctx context.Context, j *queue.Job) error {
 		return err
 	}
 	resp, err := h.client.Do(req)
+	if gerr, ok := refused(err); ok {
+		return fmt.Errorf("sink: POST %s: not sent: %w", h.endpoint.redacted, gerr)
+	}
 	if err != nil {
 		return h.requestError(ctx, reqCtx, err)
 	}

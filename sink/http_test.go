@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -456,5 +457,42 @@ func TestHTTPString(t *testing.T) {
 	h := newSink(t, HTTPConfig{URL: "https://ann:s3cret@api.example.com/v1/send?key=tok"})
 	if got, want := h.String(), "http POST https://api.example.com/v1/send"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// A gate that refuses stops the request before anything reaches the
+// provider; a gate that lets it go runs once, and the request is sent.
+func TestSendGate(t *testing.T) {
+	var requests atomic.Int64
+	p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		answer(http.StatusOK, "")(w, r)
+	})
+	h := newSink(t, HTTPConfig{URL: p.URL})
+	j := &queue.Job{ID: "g1", Payload: json.RawMessage(`{"to":"+15550100"}`)}
+
+	var checks atomic.Int64
+	refuse := WithGate(context.Background(), func() error { checks.Add(1); return ErrLate })
+	err := h.Send(refuse, j)
+	if !errors.Is(err, ErrLate) {
+		t.Errorf("Send with a refusing gate: got %v, want it to match ErrLate", err)
+	}
+	if c := class(err); c != "none" {
+		t.Errorf("Send with a refusing gate matches %s, want none of the provider's classes", c)
+	}
+	if n := checks.Load(); n != 1 {
+		t.Errorf("gate ran %d times, want 1", n)
+	}
+	if n, c := requests.Load(), p.newConns.Load(); n != 0 || c != 0 {
+		t.Errorf("after a refused send the provider saw %d requests on %d connections, want none", n, c)
+	}
+
+	checks.Store(0)
+	pass := WithGate(context.Background(), func() error { checks.Add(1); return nil })
+	if err := h.Send(pass, j); err != nil {
+		t.Fatalf("Send with a passing gate: %v", err)
+	}
+	if n, c := requests.Load(), checks.Load(); n != 1 || c != 1 {
+		t.Errorf("with a passing gate: %d requests, gate ran %d times; want 1 and 1", n, c)
 	}
 }

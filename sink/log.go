@@ -26,13 +26,18 @@ func NewLog(logger *slog.Logger) *Log {
 }
 
 // Send logs the job's id, lane, attempt and payload size at level Info and
-// returns nil, or a transient error when ctx has already ended.
+// returns nil, or a transient error when ctx has already ended. The gate
+// ctx may carry (WithGate) runs just before the record is written: when it
+// refuses, nothing is logged and Send returns its error.
 func (s *Log) Send(ctx context.Context, j *queue.Job) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: log: %w", ErrTransient, err)
 	}
 	if j == nil {
 		return fmt.Errorf("%w: nil job", ErrPermanent)
+	}
+	if err := Gate(ctx); err != nil {
+		return fmt.Errorf("sink: log: not sent: %w", err)
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "sink: job delivered to the log",
 		slog.String("job_id", j.ID),

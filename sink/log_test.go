@@ -46,3 +46,19 @@ func TestLogSinkEndedContext(t *testing.T) {
 		t.Errorf("got %q logged, want nothing", buf.String())
 	}
 }
+
+func TestLogSinkGate(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	ctx := WithGate(context.Background(), func() error { return ErrLate })
+	if err := s.Send(ctx, &queue.Job{ID: "j"}); !errors.Is(err, ErrLate) || errors.Is(err, ErrTransient) {
+		t.Errorf("Send with a refusing gate: got %v, want ErrLate and not ErrTransient", err)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("got %q logged, want nothing", buf.String())
+	}
+	ctx = WithGate(context.Background(), func() error { return nil })
+	if err := s.Send(ctx, &queue.Job{ID: "j"}); err != nil || buf.Len() == 0 {
+		t.Errorf("Send with a passing gate: got %v and %q logged, want nil and a record", err, buf.String())
+	}
+}

@@ -17,8 +17,15 @@ import (
 // provider asks everyone to slow down; the error is a *ThrottledError with
 // the Retry-After), ErrTransient (try again later) or ErrPermanent (will
 // never succeed: dead-letter the job with err.Error() as the reason). An
-// error matching none of them is to be treated as transient. Send must
-// return promptly once ctx ends, and must be safe for concurrent use.
+// error matching none of them is to be treated as transient, except
+// ErrLate (below). Send must return promptly once ctx ends, and must be
+// safe for concurrent use.
+//
+// Send runs the gate ctx may carry (Gate) as the very last step before it
+// writes the request, and writes nothing when the gate refuses: it then
+// returns the gate's error (ErrLate, from the dispatch engine, when the
+// request's pacer slot has passed). A Sender that never calls Gate sends
+// whenever it is called, however late.
 type Sender interface {
 	Send(ctx context.Context, j *queue.Job) error
 }
@@ -127,4 +134,26 @@ func (e *StatusError) class() error {
 		return ErrTransient
 	}
 	return ErrPermanent
+}
+
+// LogSafe renders an error of Send for a log line. A provider's answer
+// (a *StatusError) is rendered as its status alone, "provider answered 400
+// Bad Request", because its body may echo the payload (a phone number, a
+// message); any other error as its text, which never carries the payload.
+// The error itself, with the answer's excerpt, is for the dead letter.
+func LogSafe(err error) string {
+	if se, ok := errors.AsType[*StatusError](err); ok {
+		return fmt.Sprintf("provider answered %d %s", se.Status, http.StatusText(se.Status))
+	}
+	return err.Error()
+}
+
+// RetryAfter returns how long a throttling answer that err carries (a
+// *ThrottledError) asked to wait: zero when err carries none, or the
+// provider gave no usable Retry-After.
+func RetryAfter(err error) time.Duration {
+	if te, ok := errors.AsType[*ThrottledError](err); ok {
+		return te.RetryAfter
+	}
+	return 0
 }

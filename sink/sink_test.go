@@ -70,3 +70,36 @@ func TestChain(t *testing.T) {
 		t.Errorf("got %q, want %q", got, "a,b,sink")
 	}
 }
+
+// Logs never carry the provider's answer body, which may echo the payload.
+func TestLogSafe(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("wrapped: %w", &StatusError{Status: 400, Body: `{"error":"invalid number +15550100"}`}), "provider answered 400 Bad Request"},
+		{&StatusError{Status: 502, Body: "+15550100"}, "provider answered 502 Bad Gateway"},
+		{&ThrottledError{Status: 429, RetryAfter: time.Second}, "sink: throttled: status 429 Too Many Requests, retry after 1s"},
+		{errors.New("dial tcp: refused"), "dial tcp: refused"},
+	} {
+		if got := LogSafe(tt.err); got != tt.want {
+			t.Errorf("LogSafe(%q) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want time.Duration
+	}{
+		{fmt.Errorf("x: %w", &ThrottledError{Status: 429, RetryAfter: 2 * time.Second}), 2 * time.Second},
+		{&ThrottledError{Status: 503}, 0},
+		{&StatusError{Status: 500}, 0},
+		{ErrThrottled, 0},
+	} {
+		if got := RetryAfter(tt.err); got != tt.want {
+			t.Errorf("RetryAfter(%q) = %s, want %s", tt.err, got, tt.want)
+		}
+	}
+}

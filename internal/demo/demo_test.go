@@ -34,8 +34,13 @@ func TestDemo(t *testing.T) {
 			if rep.Delivered != 300 || rep.Duplicates != 0 {
 				t.Errorf("delivered %d, duplicates %d; want 300, 0", rep.Delivered, rep.Duplicates)
 			}
-			if rep.MeanOverCap < 0.95 || rep.Max1s > 100+2+2 {
-				t.Errorf("mean/cap %.3f, max 1s %d; want at least 0.95 and at most 104", rep.MeanOverCap, rep.Max1s)
+			// A slot whose request cannot leave within pacer.max_lateness
+			// is forfeited, and a loaded machine under the race detector
+			// forfeits many: the mean says the demo paces, not how fast
+			// the machine is. dispatch's TestInProcessPipeline accounts
+			// for every slot.
+			if rep.MeanOverCap < 0.6 || rep.Max1s > 100+2+2 {
+				t.Errorf("mean/cap %.3f, max 1s %d; want at least 0.6 and at most 104", rep.MeanOverCap, rep.Max1s)
 			}
 			p50 := map[string]time.Duration{}
 			for _, l := range rep.Lanes {

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/dispatch"
 )
 
 // heartbeat is how often a replica announces itself; LiveWindow is how
@@ -44,8 +44,8 @@ func New(p *Parts) (*Replica, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := dispatch.NewMetrics(reg, dispatch.Sources{
-		Queue:        p.Queue,
-		SlotsGranted: func() float64 { return float64(p.Pacer.Stats().Granted) },
+		Queue:      p.Queue,
+		PacerStats: p.Pacer.Stats,
 		EffectiveRate: func(ctx context.Context) (float64, float64, error) {
 			st, err := p.Pacer.Controls().State(ctx)
 			return st.EffectiveRate, st.ConfiguredRate, err

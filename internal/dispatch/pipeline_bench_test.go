@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/internal/dispatch"
 	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/mockprovider"

@@ -9,37 +9,57 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
 )
 
+// Fetcher takes jobs out of the queue, lane by lane, as queue.Consumer's
+// Fetch does: it blocks until a job is ready in lane, returns up to n, and
+// returns early with ctx's error when ctx ends. queue.ErrClosed ends the
+// lane's fetching.
+type Fetcher interface {
+	Fetch(ctx context.Context, lane string, n int) ([]queue.Delivery, error)
+}
+
+// Queue is what the engine needs of a queue: Fetch to drain it, and Stats
+// for Ready to see that it answers. Any queue.Queue is one. When it also
+// implements queue.BatchAcker, delivered jobs are acked in batches.
+type Queue interface {
+	Fetcher
+	queue.Inspector
+}
+
+var _ Queue = queue.Queue(nil)
+
 // Pacer is the slice of pacer.Pacer the engine uses.
 type Pacer interface {
-	// WaitN returns when n slots of the cluster-wide schedule are the
-	// caller's and the last has come.
-	WaitN(ctx context.Context, n int) error
+	// Take returns when n slots of the cluster-wide schedule are the
+	// caller's and the last has come, and returns that last slot: the
+	// request goes on it, before its Deadline, or not at all.
+	Take(ctx context.Context, n int) (pacer.Slot, error)
+	// Forfeit gives up a slot whose request could not leave before its
+	// Deadline: the slot is lost, never spent late.
+	Forfeit(s pacer.Slot)
 	// Throttle holds the whole cluster back for d.
 	Throttle(ctx context.Context, d time.Duration) (time.Time, error)
 }
+
+var _ Pacer = (*pacer.Pacer)(nil)
 
 // Engine drains one replica's share of the queue toward the provider:
 // queue → priority → pacer → sink. Run it once; any number of replicas may
 // run engines on the same queue and pacer.
 type Engine struct {
 	cfg     Config
-	q       queue.Queue
+	q       Queue
 	pacer   Pacer
 	sink    sink.Sender
-	sched   *priority.Scheduler
+	buf     *laneBuffer // jobs fetched ahead of their slots
 	metrics *Metrics
 	log     *slog.Logger
 
-	mu       sync.Mutex
-	roomCond *sync.Cond // a lane has room to fetch more
-	lanes    []*lane
-	ready    []bool
-	readyCh  chan struct{}
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
 	open     atomic.Int64        // requests open to the provider
@@ -52,7 +72,7 @@ type Engine struct {
 
 // Deps are what an engine runs on. Metrics and Log may be nil.
 type Deps struct {
-	Queue    queue.Queue
+	Queue    Queue
 	Pacer    Pacer
 	Sink     sink.Sender
 	Priority priority.Config
@@ -75,19 +95,18 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
+	names := make([]string, len(deps.Priority.Lanes))
+	for i, l := range deps.Priority.Lanes {
+		names[i] = l.Name
+	}
 	e := &Engine{
-		cfg: cfg, q: deps.Queue, pacer: deps.Pacer, sink: deps.Sink, sched: sched,
+		cfg: cfg, q: deps.Queue, pacer: deps.Pacer, sink: deps.Sink,
+		buf:     newLaneBuffer(names, sched),
 		metrics: deps.Metrics, log: deps.Log,
-		readyCh:  make(chan struct{}, 1),
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		health:   map[string]error{},
 	}
-	e.roomCond = sync.NewCond(&e.mu)
 	e.replicas.Store(1)
-	for _, l := range deps.Priority.Lanes {
-		e.lanes = append(e.lanes, &lane{name: l.Name})
-	}
-	e.ready = make([]bool, 0, len(e.lanes))
 	return e, nil
 }
 
@@ -98,15 +117,9 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 func (e *Engine) Run(ctx context.Context) error {
 	fetchCtx, stopFetch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFetch()
-	stopWake := context.AfterFunc(fetchCtx, func() {
-		e.mu.Lock()
-		e.roomCond.Broadcast()
-		e.mu.Unlock()
-	})
-	defer stopWake()
 
 	var bg sync.WaitGroup
-	for i := range e.lanes {
+	for i := range e.buf.names {
 		bg.Go(func() { e.fetchLoop(fetchCtx, i) })
 	}
 	bg.Go(func() { e.keepAlive(fetchCtx) })
@@ -137,13 +150,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		close(e.acks)
 	}
 	<-ackDone
-	e.release(e.drain())
+	e.release(e.buf.drain())
 	return nil
 }
 
 // slotLoop takes one slot at a time until ctx ends: it waits for room in
 // flight and for a job in some lane, then for the slot, and only then
-// picks the job, so the job sent is the most urgent one at that moment.
+// picks the job, so the job sent is the most urgent one at that moment. A
+// job of cost n takes n-1 more slots and is sent on the last.
 func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 	failures := 0
 	for {
@@ -152,12 +166,13 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		if !e.waitReady(ctx) {
+		if !e.buf.waitReady(ctx) {
 			<-e.inflight
 			return
 		}
 		start := e.cfg.Now()
-		if err := e.pacer.WaitN(ctx, 1); err != nil {
+		slot, err := e.pacer.Take(ctx, 1)
+		if err != nil {
 			<-e.inflight
 			if ctx.Err() != nil {
 				return
@@ -177,7 +192,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			continue
 		}
 		if cost := d.Job().Cost; cost > 1 {
-			if err := e.pacer.WaitN(ctx, cost-1); err != nil {
+			if slot, err = e.pacer.Take(ctx, cost-1); err != nil {
 				e.putBack(d)
 				<-e.inflight
 				continue
@@ -188,21 +203,9 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 		go func() {
 			defer e.sends.Done()
 			defer func() { <-e.inflight }()
-			e.send(sendCtx, d)
+			e.send(sendCtx, d, slot)
 		}()
 	}
-}
-
-// waitReady blocks until some lane holds a job; false when ctx ended.
-func (e *Engine) waitReady(ctx context.Context) bool {
-	for !e.anyReady() {
-		select {
-		case <-e.readyCh:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
 }
 
 // retryDelay backs off after repeated backend failures: 50ms doubling to 2s.

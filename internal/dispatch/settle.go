@@ -3,10 +3,10 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
 )
@@ -23,34 +23,43 @@ const (
 	outThrottled = "throttled"
 )
 
-// send delivers one job and settles it by the provider's answer: delivered
-// → ack; throttled → the whole cluster holds back and the job goes back to
-// the front of its lane; permanent → dead letter with the answer;
-// transient → retry after backoff (dead letter when out of attempts).
-func (e *Engine) send(ctx context.Context, d queue.Delivery) {
+// send delivers one job on slot and settles it by the provider's answer:
+// delivered → ack; throttled → the whole cluster holds back and the job
+// goes back to the front of its lane; permanent → dead letter with the
+// answer; transient → retry after backoff (dead letter when out of
+// attempts). When the sink's gate finds the slot past its deadline, nothing
+// was sent: the slot is forfeited and the job goes back to the front of its
+// lane.
+func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 	j := d.Job()
-	e.metrics.sent(j, e.cfg.Now())
 	e.metrics.inFlight(1)
 	e.open.Add(1)
 	start := e.cfg.Now()
-	err := e.sink.Send(ctx, j)
+	var gated atomic.Bool
+	err := e.sink.Send(sink.WithGate(ctx, e.onTime(j, slot, &gated)), j)
 	e.open.Add(-1)
 	e.metrics.inFlight(-1)
+	if errors.Is(err, sink.ErrLate) {
+		e.late(d, slot)
+		return
+	}
+	if !gated.Load() { // a sink that runs no gate: the send began at start
+		e.metrics.sent(j, start)
+	}
 	e.metrics.providerLatency(e.cfg.Now().Sub(start))
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	var thr *sink.ThrottledError
 	switch {
 	case err == nil:
 		e.metrics.outcome(j.Lane, outDelivered)
 		e.ack(sctx, d)
-	case errors.As(err, &thr):
-		e.throttled(sctx, d, thr)
+	case errors.Is(err, sink.ErrThrottled):
+		e.throttled(sctx, d, err)
 	case errors.Is(err, sink.ErrPermanent):
 		e.metrics.outcome(j.Lane, outDead)
 		e.metrics.dead(j.Lane, "permanent")
-		e.log.Warn("dispatch: permanent failure, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", logSafe(err))
+		e.log.Warn("dispatch: permanent failure, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", sink.LogSafe(err))
 		e.settled(j, "dead-letter", d.DeadLetter(sctx, err.Error()))
 	default:
 		delay := e.cfg.backoff(j.Attempt)
@@ -58,21 +67,48 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery) {
 		if dead {
 			e.metrics.outcome(j.Lane, outDead)
 			e.metrics.dead(j.Lane, "max_attempts")
-			e.log.Warn("dispatch: out of attempts, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", logSafe(err))
+			e.log.Warn("dispatch: out of attempts, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", sink.LogSafe(err))
 		} else {
 			e.metrics.outcome(j.Lane, outRetried)
-			e.log.Info("dispatch: transient failure, retry later", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "in", delay, "err", logSafe(err))
+			e.log.Info("dispatch: transient failure, retry later", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "in", delay, "err", sink.LogSafe(err))
 		}
 		e.settled(j, "retry", rerr)
 	}
+}
+
+// onTime returns the gate for sending j on slot, which the sink runs right
+// before it writes the request: it refuses with sink.ErrLate once the slot
+// is past its deadline, and otherwise records how late the request leaves
+// and sets passed.
+func (e *Engine) onTime(j *queue.Job, slot pacer.Slot, passed *atomic.Bool) func() error {
+	return func() error {
+		now := e.cfg.Now()
+		if slot.Late(now) {
+			return sink.ErrLate
+		}
+		passed.Store(true)
+		e.metrics.lateness(now.Sub(slot.At))
+		e.metrics.sent(j, now)
+		return nil
+	}
+}
+
+// late gives up a slot whose request could not leave before its deadline
+// and puts the job back at the front of its lane for a later slot. Nothing
+// was sent: no attempt is spent, and the job is neither acked nor retried.
+func (e *Engine) late(d queue.Delivery, slot pacer.Slot) {
+	e.pacer.Forfeit(slot)
+	e.log.Debug("dispatch: slot passed before the request could leave; forfeited, job goes on a later slot",
+		"job", d.Job().ID, "lane", d.Job().Lane, "deadline", slot.Deadline)
+	e.putBack(d)
 }
 
 // throttled makes the whole cluster hold back for the provider's
 // Retry-After and puts the job back to go first when slots come again. A
 // throttle is the provider's state, not the job's failure: no attempt is
 // spent.
-func (e *Engine) throttled(ctx context.Context, d queue.Delivery, thr *sink.ThrottledError) {
-	wait := thr.RetryAfter
+func (e *Engine) throttled(ctx context.Context, d queue.Delivery, err error) {
+	wait := sink.RetryAfter(err)
 	if wait <= 0 {
 		wait = e.cfg.DefaultThrottle
 	}
@@ -82,7 +118,7 @@ func (e *Engine) throttled(ctx context.Context, d queue.Delivery, thr *sink.Thro
 	if _, err := e.pacer.Throttle(ctx, wait); err != nil {
 		e.backendError("pacer", err)
 	}
-	e.log.Info("dispatch: provider throttled, cluster holds back", "for", wait, "status", thr.Status)
+	e.log.Info("dispatch: provider throttled, cluster holds back", "for", wait, "err", sink.LogSafe(err))
 	e.putBack(d)
 }
 
@@ -121,15 +157,4 @@ func (e *Engine) settled(j *queue.Job, op string, err error) {
 	}
 	e.backendError("queue", err)
 	e.log.Error("dispatch: could not settle job; it will be delivered again", "op", op, "job", j.ID, "lane", j.Lane, "err", err)
-}
-
-// logSafe renders a sink error for the logs without the provider's answer
-// body, which may echo the payload (a phone number, a message): the status
-// alone is logged, while the dead-letter reason keeps the whole answer.
-func logSafe(err error) string {
-	var se *sink.StatusError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("provider answered %d %s", se.Status, http.StatusText(se.Status))
-	}
-	return err.Error()
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -20,6 +21,7 @@ type Metrics struct {
 	latency       prometheus.Histogram
 	inflight      prometheus.Gauge
 	slotWaits     prometheus.Histogram
+	late          prometheus.Histogram
 	throttles     prometheus.Counter
 	backendErrors *prometheus.CounterVec
 }
@@ -29,8 +31,9 @@ type Metrics struct {
 type Sources struct {
 	// Queue gives depth, oldest age and dead letters per lane.
 	Queue queue.Inspector
-	// SlotsGranted returns the slots this replica was granted so far.
-	SlotsGranted func() float64
+	// PacerStats returns the pacer's counters and its view of the Redis
+	// clock: slots granted and forfeited, clock offset and uncertainty.
+	PacerStats func() pacer.Stats
 	// EffectiveRate returns the cluster's effective rate (the override when
 	// set, else the configured rate) and the configured rate.
 	EffectiveRate func(ctx context.Context) (effective, configured float64, err error)
@@ -56,17 +59,16 @@ func NewMetrics(reg prometheus.Registerer, src Sources) (*Metrics, error) {
 			Help: "Requests open to the provider from this replica."}),
 		slotWaits: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_pacer_slot_wait_seconds",
 			Help: "Time a ready job waited for its pacer slot.", Buckets: prometheus.ExponentialBucketsRange(0.00005, 10, 16)}),
+		late: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_send_lateness_seconds",
+			Help:    "How late after its pacer slot a request left: from the slot's time to the sink's last check before writing it.",
+			Buckets: prometheus.ExponentialBucketsRange(0.00001, 1, 21)}),
 		throttles: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_throttle_events_total",
 			Help: "Throttling answers (429, 503) that made the cluster hold back."}),
 		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_backend_errors_total",
 			Help: "Failed calls to the queue backend or the pacer's Redis, by component."}, []string{"component"}),
 	}
 	cs := []prometheus.Collector{m.jobs, m.retries, m.deadLetters, m.wait, m.latency, m.inflight,
-		m.slotWaits, m.throttles, m.backendErrors, &scraped{src: src}}
-	if src.SlotsGranted != nil {
-		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_pacer_slots_granted_total",
-			Help: "Pacer slots granted to this replica."}, src.SlotsGranted))
-	}
+		m.slotWaits, m.late, m.throttles, m.backendErrors, &scraped{src: src}}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -132,6 +134,12 @@ func (m *Metrics) slotWait(d time.Duration) {
 	}
 }
 
+func (m *Metrics) lateness(d time.Duration) {
+	if m != nil {
+		m.late.Observe(max(d, 0).Seconds())
+	}
+}
+
 func (m *Metrics) throttle() {
 	if m != nil {
 		m.throttles.Inc()
@@ -157,13 +165,31 @@ var (
 	rateDesc = prometheus.NewDesc("sluice_pacer_rate",
 		"The pacer's rate for the whole cluster, in slots per second: effective (with an operator's override) and configured.",
 		[]string{"kind"}, nil)
+	grantedDesc = prometheus.NewDesc("sluice_pacer_slots_granted_total",
+		"Pacer slots granted to this replica.", nil, nil)
+	forfeitedDesc = prometheus.NewDesc("sluice_pacer_slots_forfeited_total",
+		"Pacer slots granted to this replica and given up unspent, by reason: unclaimed (no job took it before its deadline), "+
+			"stale (granted by a reply that came after its deadline), late (its request could not leave before its deadline).",
+		[]string{"reason"}, nil)
+	offsetDesc = prometheus.NewDesc("sluice_pacer_clock_offset_seconds",
+		"The Redis clock minus this replica's clock, as the pacer estimates it.", nil, nil)
+	uncertaintyDesc = prometheus.NewDesc("sluice_pacer_clock_uncertainty_seconds",
+		"The bound on the error of sluice_pacer_clock_offset_seconds: half the round trip it was estimated from.", nil, nil)
 )
+
+// forfeitReasons are the reasons of pacer.Stats.Forfeited, each exported
+// from the start.
+var forfeitReasons = []string{"unclaimed", "stale", "late"}
 
 func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- depthDesc
 	ch <- oldestDesc
 	ch <- deadDesc
 	ch <- rateDesc
+	ch <- grantedDesc
+	ch <- forfeitedDesc
+	ch <- offsetDesc
+	ch <- uncertaintyDesc
 }
 
 func (s *scraped) Collect(ch chan<- prometheus.Metric) {
@@ -186,4 +212,17 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, conf, "configured")
 		}
 	}
+	if s.src.PacerStats != nil {
+		collectPacer(ch, s.src.PacerStats())
+	}
+}
+
+// collectPacer sends the pacer's counters and clock estimate.
+func collectPacer(ch chan<- prometheus.Metric, st pacer.Stats) {
+	ch <- prometheus.MustNewConstMetric(grantedDesc, prometheus.CounterValue, float64(st.Granted))
+	for _, r := range forfeitReasons {
+		ch <- prometheus.MustNewConstMetric(forfeitedDesc, prometheus.CounterValue, float64(st.Forfeited[r]), r)
+	}
+	ch <- prometheus.MustNewConstMetric(offsetDesc, prometheus.GaugeValue, st.ClockOffset.Seconds())
+	ch <- prometheus.MustNewConstMetric(uncertaintyDesc, prometheus.GaugeValue, st.ClockUncertainty.Seconds())
 }

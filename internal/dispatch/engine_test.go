@@ -114,11 +114,7 @@ func TestPicksAtSlotTime(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "3 jobs sent", func() bool { return len(rec.order()) == 3 })
 	h.q.Enqueue(ctx, job("vip1", "vip", "x"))
-	eventually(t, 5*time.Second, "vip job stocked", func() bool {
-		h.e.mu.Lock()
-		defer h.e.mu.Unlock()
-		return len(h.e.lanes[0].jobs) == 1
-	})
+	eventually(t, 5*time.Second, "vip job stocked", func() bool { return h.e.buf.len(0) == 1 })
 	p.gate <- struct{}{}
 	eventually(t, 5*time.Second, "4 jobs sent", func() bool { return len(rec.order()) == 4 })
 	if got := rec.order(); got[3] != "vip1" {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -133,28 +134,52 @@ func (d *memDelivery) Extend(context.Context) error  { return nil }
 func (d *memDelivery) Release(context.Context) error { d.settle("release", "", 0); return nil }
 
 // gatePacer grants a slot each time the test sends on gate (or at once
-// when gate is nil), and records throttles.
+// when gate is nil), and records throttles and forfeits. Its slots fall
+// when Take returns and have an hour to go, except the first late ones,
+// which are past their deadline already.
 type gatePacer struct {
 	gate      chan struct{}
 	mu        sync.Mutex
+	late      int // how many of the next slots are already late
 	slots     int
 	throttles []time.Duration
+	forfeits  []pacer.Slot
 }
 
-func (p *gatePacer) WaitN(ctx context.Context, n int) error {
+func (p *gatePacer) Take(ctx context.Context, n int) (pacer.Slot, error) {
 	for range n {
 		if p.gate != nil {
 			select {
 			case <-p.gate:
 			case <-ctx.Done():
-				return ctx.Err()
+				return pacer.Slot{}, ctx.Err()
 			}
 		}
 		p.mu.Lock()
 		p.slots++
 		p.mu.Unlock()
 	}
-	return ctx.Err()
+	now := time.Now()
+	s := pacer.Slot{At: now, Deadline: now.Add(time.Hour), Stamp: now}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.late > 0 {
+		p.late--
+		s = pacer.Slot{At: now.Add(-2 * time.Second), Deadline: now.Add(-time.Second), Stamp: now.Add(-2 * time.Second)}
+	}
+	return s, ctx.Err()
+}
+
+func (p *gatePacer) Forfeit(s pacer.Slot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forfeits = append(p.forfeits, s)
+}
+
+func (p *gatePacer) forfeited() []pacer.Slot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]pacer.Slot(nil), p.forfeits...)
 }
 
 func (p *gatePacer) Throttle(_ context.Context, d time.Duration) (time.Time, error) {

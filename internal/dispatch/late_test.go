@@ -1,0 +1,145 @@
+package dispatch
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/sink"
+)
+
+// seenRequest is what the provider saw of one request.
+type seenRequest struct{ id, attempt string }
+
+// providerLog is a real HTTP provider on loopback that records each
+// request and answers 200.
+type providerLog struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+func newProviderLog(t *testing.T) *providerLog {
+	t.Helper()
+	p := &providerLog{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.seen = append(p.seen, seenRequest{r.Header.Get(sink.HeaderJobID), r.Header.Get(sink.HeaderAttempt)})
+		p.mu.Unlock()
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *providerLog) requests() []seenRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]seenRequest(nil), p.seen...)
+}
+
+// A slot already past its deadline when the request would leave sends
+// nothing: the slot is forfeited and the job goes on the next slot, same
+// delivery, same attempt, acked once.
+func TestLateSlotIsForfeitedAndJobSentOnALaterSlot(t *testing.T) {
+	prov := newProviderLog(t)
+	s, err := sink.NewHTTP(sink.HTTPConfig{URL: prov.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewMetrics(reg, Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &gatePacer{late: 1}
+	q := newMemQueue("vip", "default")
+	e, err := New(Config{}, Deps{Queue: q, Pacer: p, Sink: s, Priority: twoLanes, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	q.Enqueue(context.Background(), job("otp", "vip", "x"))
+	eventually(t, 10*time.Second, "the job settled", func() bool { return q.settledCount() == 1 })
+
+	if got := prov.requests(); len(got) != 1 || got[0] != (seenRequest{"otp", "1"}) {
+		t.Errorf("provider saw %v, want one request for otp, attempt 1 (nothing on the late slot)", got)
+	}
+	if f := p.forfeited(); len(f) != 1 || !f[0].Late(time.Now()) {
+		t.Errorf("forfeited %v, want the one late slot", f)
+	}
+	if slots, _ := p.count(); slots != 2 {
+		t.Errorf("took %d slots, want 2 (the late one and the one the job went on)", slots)
+	}
+	if d := q.outcomes()["otp"]; d == nil || d.how != "ack" || d.job.Attempt != 1 {
+		t.Errorf("otp settled %+v, want acked on attempt 1", d)
+	}
+	q.mu.Lock()
+	fetched := q.fetched
+	q.mu.Unlock()
+	if fetched != 1 {
+		t.Errorf("fetched %d times, want 1: the job stays with this replica, not retried through the queue", fetched)
+	}
+	if n := histogramCount(t, reg, "sluice_send_lateness_seconds"); n != 1 {
+		t.Errorf("sluice_send_lateness_seconds has %d samples, want 1 (the request that left)", n)
+	}
+}
+
+// Every request that leaves records its lateness once.
+func TestLatenessRecordedPerSend(t *testing.T) {
+	prov := newProviderLog(t)
+	s, err := sink.NewHTTP(sink.HTTPConfig{URL: prov.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewMetrics(reg, Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &gatePacer{}
+	q := newMemQueue("vip", "default")
+	e, err := New(Config{}, Deps{Queue: q, Pacer: p, Sink: s, Priority: twoLanes, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var jobs []*queue.Job
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		jobs = append(jobs, job(id, "default", "x"))
+	}
+	q.Enqueue(context.Background(), jobs...)
+	eventually(t, 10*time.Second, "5 jobs settled", func() bool { return q.settledCount() == 5 })
+	if n := len(prov.requests()); n != 5 {
+		t.Errorf("provider saw %d requests, want 5", n)
+	}
+	if n := histogramCount(t, reg, "sluice_send_lateness_seconds"); n != 5 {
+		t.Errorf("sluice_send_lateness_seconds has %d samples, want 5", n)
+	}
+	if f := p.forfeited(); len(f) != 0 {
+		t.Errorf("forfeited %d slots with an hour to go, want none", len(f))
+	}
+}
