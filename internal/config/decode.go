@@ -170,17 +170,11 @@ func toMapping(raw any, lane bool) (any, error) {
 	return nil, fmt.Errorf("must be a mapping, got %s", describe(raw))
 }
 
-// text returns raw's text when raw is a string, trimmed.
-func text(raw any) (string, bool) {
-	s, ok := raw.(string)
-	return strings.TrimSpace(s), ok
-}
-
 func toString(raw any, secret bool) (string, string) {
 	switch v := raw.(type) {
 	case string:
 		return v, ""
-	case int, int64, uint64, float64, bool:
+	case int, float64, bool:
 		return fmt.Sprint(v), ""
 	}
 	if secret {
@@ -189,16 +183,22 @@ func toString(raw any, secret bool) (string, string) {
 	return "", fmt.Sprintf("must be a string, got %s", describe(raw))
 }
 
+// fromText parses text with parse; empty text is the zero value.
+func fromText[T any](raw any, parse func(string) (T, error)) (v T, ok bool) {
+	s, isText := raw.(string)
+	if s = strings.TrimSpace(s); !isText || s == "" {
+		return v, isText
+	}
+	v, err := parse(s)
+	return v, err == nil
+}
+
 func toDuration(raw any) (time.Duration, string) {
-	if s, ok := text(raw); ok {
-		if s == "" {
-			return 0, ""
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, fmt.Sprintf("must be a duration such as 30s, 1m30s or 250ms, got %q", s)
-		}
+	if d, ok := fromText(raw, time.ParseDuration); ok {
 		return d, ""
+	}
+	if s, isText := raw.(string); isText {
+		return 0, fmt.Sprintf("must be a duration such as 30s, 1m30s or 250ms, got %q", strings.TrimSpace(s))
 	}
 	if n, ok := raw.(int); ok && n == 0 {
 		return 0, ""
@@ -210,26 +210,13 @@ func toInt(raw any) (int, string) {
 	switch v := raw.(type) {
 	case int:
 		return v, ""
-	case int64:
-		if v >= math.MinInt && v <= math.MaxInt {
-			return int(v), ""
-		}
-	case uint64:
-		if v <= math.MaxInt {
-			return int(v), ""
-		}
 	case float64:
 		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
 			return int(v), ""
 		}
-	case string:
-		s := strings.TrimSpace(v)
-		if s == "" {
-			return 0, ""
-		}
-		if n, err := strconv.Atoi(s); err == nil {
-			return n, ""
-		}
+	}
+	if n, ok := fromText(raw, strconv.Atoi); ok {
+		return n, ""
 	}
 	return 0, fmt.Sprintf("must be a whole number, got %s", describe(raw))
 }
@@ -238,36 +225,21 @@ func toFloat(raw any) (float64, string) {
 	switch v := raw.(type) {
 	case int:
 		return float64(v), ""
-	case int64:
-		return float64(v), ""
-	case uint64:
-		return float64(v), ""
 	case float64:
 		return v, ""
-	case string:
-		s := strings.TrimSpace(v)
-		if s == "" {
-			return 0, ""
-		}
-		if x, err := strconv.ParseFloat(s, 64); err == nil {
-			return x, ""
-		}
+	}
+	if x, ok := fromText(raw, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }); ok {
+		return x, ""
 	}
 	return 0, fmt.Sprintf("must be a number, got %s", describe(raw))
 }
 
 func toBool(raw any) (bool, string) {
-	switch v := raw.(type) {
-	case bool:
+	if v, ok := raw.(bool); ok {
 		return v, ""
-	case string:
-		s := strings.TrimSpace(v)
-		if s == "" {
-			return false, ""
-		}
-		if b, err := strconv.ParseBool(s); err == nil {
-			return b, ""
-		}
+	}
+	if b, ok := fromText(raw, strconv.ParseBool); ok {
+		return b, ""
 	}
 	return false, fmt.Sprintf("must be true or false, got %s", describe(raw))
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -62,24 +61,12 @@ func (ps *problems) addChecked(err error, skip func(*problem) bool) {
 // sortBySection orders the problems from the index from on by section, in
 // the file's order, keeping the order within a section.
 func (ps *problems) sortBySection(from int) {
-	names := sectionNames()
+	names := newSchema().sections[""]
 	order := func(p *problem) int {
 		section, _, _ := strings.Cut(p.Key, ".")
 		return slices.Index(names, section)
 	}
 	slices.SortStableFunc(ps.list[from:], func(a, b *problem) int { return cmp.Compare(order(a), order(b)) })
-}
-
-// sectionNames are Config's sections, in order.
-func sectionNames() []string {
-	var names []string
-	t := reflect.TypeFor[Config]()
-	for i := range t.NumField() {
-		if name, ok := yamlName(t.Field(i)); ok {
-			names = append(names, name)
-		}
-	}
-	return names
 }
 
 // err is nil when nothing is wrong, and else every problem in one error
