@@ -2,9 +2,10 @@ package pacer
 
 import (
 	"errors"
-	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/sluicehq/sluice/setting"
 )
 
 // Config configures a Pacer. Zero values mean the documented default.
@@ -82,12 +83,13 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate reports every problem of the configuration, each naming its key
-// under "pacer." and wrapping ErrInvalidConfig.
+// Validate reports every problem of the configuration, each a
+// *setting.Error naming its key under "pacer." and wrapping
+// ErrInvalidConfig, joined with errors.Join.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: pacer.%s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
+		errs = append(errs, setting.Errorf(ErrInvalidConfig, "pacer."+key, format, args...))
 	}
 	if !nameRE.MatchString(c.Name) {
 		bad("name", "%q must be 1-64 letters, digits, '_' or '-'", c.Name)

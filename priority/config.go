@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/setting"
 )
 
 // ErrInvalidConfig is wrapped by every error of Config.Validate.
@@ -68,14 +69,15 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate reports every problem of the configuration, each naming its key
-// as in the YAML file ("queue.lanes[1].weight: must be >= 1, got 0") and
-// wrapping ErrInvalidConfig, joined with errors.Join. Call SetDefaults
-// first: a zero weight or policy is reported as wrong.
+// Validate reports every problem of the configuration, each a
+// *setting.Error naming its key as in the YAML file
+// ("queue.lanes[1].weight: must be >= 1, got 0") and wrapping
+// ErrInvalidConfig, joined with errors.Join. Call SetDefaults first: a
+// zero weight or policy is reported as wrong.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: queue.%s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
+		errs = append(errs, setting.Errorf(ErrInvalidConfig, "queue."+key, format, args...))
 	}
 	if len(c.Lanes) == 0 {
 		bad("lanes", "at least one lane is required")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/sluicehq/sluice/setting"
 )
 
 // Config configures a queue backend. Zero values mean the documented default.
@@ -61,12 +63,13 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate reports every problem of the configuration, each naming its key
-// (as in the YAML file, under "queue.") and wrapping ErrInvalidConfig.
+// Validate reports every problem of the configuration, each a
+// *setting.Error naming its key (as in the YAML file, under "queue.") and
+// wrapping ErrInvalidConfig, joined with errors.Join.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: queue.%s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
+		errs = append(errs, setting.Errorf(ErrInvalidConfig, "queue."+key, format, args...))
 	}
 	if !nameRE.MatchString(c.Name) {
 		bad("name", "%q must be 1-64 letters, digits, '_' or '-'", c.Name)

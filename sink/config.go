@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/setting"
 )
 
 // HTTPConfig configures the HTTP sink (the keys under sink: in the YAML
@@ -32,11 +35,50 @@ type HTTPConfig struct {
 	// key. Optional. They cannot replace the headers the sink sets itself
 	// (Content-Type, Idempotency-Key, X-Sluice-*). Their values never
 	// appear in errors or logs.
-	Headers map[string]string `yaml:"headers"`
+	Headers Headers `yaml:"headers"`
 	// Now is the clock used to turn a Retry-After date into a duration.
 	// Zero means time.Now.
 	Now func() time.Time `yaml:"-"`
 }
+
+// Headers are extra request headers, name to value. The values are secrets
+// (an API key, a bearer token): printed with fmt, logged with log/slog or
+// marshalled to JSON, a Headers shows its names and "***" for each value.
+// Index it to read a value.
+type Headers map[string]string
+
+// hiddenValue is what a header's value shows instead of itself.
+const hiddenValue = "***"
+
+// hidden returns h with every value hidden.
+func (h Headers) hidden() map[string]string {
+	if h == nil {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for name := range h {
+		out[name] = hiddenValue
+	}
+	return out
+}
+
+// String shows the names with their values hidden.
+func (h Headers) String() string { return fmt.Sprint(h.hidden()) }
+
+// GoString hides the values from %#v.
+func (h Headers) GoString() string { return fmt.Sprintf("sink.Headers(%#v)", h.hidden()) }
+
+// LogValue hides the values from log/slog.
+func (h Headers) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, len(h))
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		attrs = append(attrs, slog.String(name, hiddenValue))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// MarshalJSON hides the values from encoding/json.
+func (h Headers) MarshalJSON() ([]byte, error) { return json.Marshal(h.hidden()) }
 
 // Defaults applied by HTTPConfig.SetDefaults.
 const (
@@ -72,14 +114,15 @@ func (c *HTTPConfig) SetDefaults() {
 	}
 }
 
-// Validate reports every problem of the configuration, each naming its key
-// as in the YAML file ("sink.timeout: must be positive, got -1s") and
-// wrapping ErrInvalidConfig, joined with errors.Join. Call SetDefaults
-// first. No message shows the URL's credentials or a header's value.
+// Validate reports every problem of the configuration, each a
+// *setting.Error naming its key as in the YAML file ("sink.timeout: must be
+// positive, got -1s") and wrapping ErrInvalidConfig, joined with
+// errors.Join. Call SetDefaults first. No message shows the URL's
+// credentials or a header's value.
 func (c *HTTPConfig) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: sink.%s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
+		errs = append(errs, setting.Errorf(ErrInvalidConfig, "sink."+key, format, args...))
 	}
 	if _, err := parseEndpoint(c.URL); err != nil {
 		bad("url", "%v", err)

@@ -2,11 +2,15 @@ package sink
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/setting"
 )
 
 func TestHTTPConfigSetDefaults(t *testing.T) {
@@ -118,5 +122,48 @@ func TestHTTPConfigLogValueHidesSecrets(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("got %q, want it to contain %q", out, want)
 		}
+	}
+}
+
+func TestHeadersHideTheirValues(t *testing.T) {
+	h := Headers{"X-Api-Key": "k-999", "Authorization": "Bearer k-999"}
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("sink", "headers", h)
+	asJSON, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]string{
+		"%v":   fmt.Sprintf("%v", h),
+		"%+v":  fmt.Sprintf("%+v", h),
+		"%#v":  fmt.Sprintf("%#v", h),
+		"%s":   fmt.Sprintf("%s %q %x", h, h, h),
+		"slog": logged.String(),
+		"json": string(asJSON),
+	}
+	for how, text := range shown {
+		if strings.Contains(text, "k-999") {
+			t.Errorf("%s: got %s, which shows a header's value", how, text)
+		}
+		if !strings.Contains(text, "X-Api-Key") && how != "%s" {
+			t.Errorf("%s: got %s, want the header's name", how, text)
+		}
+	}
+	if got := h["X-Api-Key"]; got != "k-999" {
+		t.Errorf("h[X-Api-Key]: got %q, want the value", got)
+	}
+}
+
+func TestValidateReportsFieldErrors(t *testing.T) {
+	err := (&HTTPConfig{URL: "ftp://x", Timeout: -1, MaxInFlight: 1}).Validate()
+	var keys []string
+	for _, fe := range setting.Errors(err) {
+		if !errors.Is(fe, ErrInvalidConfig) {
+			t.Errorf("%v: does not wrap ErrInvalidConfig", fe)
+		}
+		keys = append(keys, fe.Key)
+	}
+	if got, want := strings.Join(keys, " "), "sink.url sink.timeout"; got != want {
+		t.Errorf("got problems about %q, want %q", got, want)
 	}
 }

@@ -1,8 +1,8 @@
 package config
 
 import (
+	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -10,74 +10,171 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/v2"
+
 	"github.com/sluicehq/sluice/priority"
 )
+
+// decode decodes the merged layers into c with koanf's unmarshalling
+// (mapstructure), through the yaml tags, and reports each value it
+// refused as a problem about its key, in the file's order. A key set to
+// nothing (null in YAML) keeps its zero value.
+func (s *schema) decode(k *koanf.Koanf, c *Config, ps *problems) error {
+	err := k.UnmarshalWithConf("", c, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook:           mapstructure.DecodeHookFuncValue(convert),
+		IgnoreUntaggedFields: true,
+		MatchName:            func(key, name string) bool { return key == name },
+	}})
+	var found []*problem
+	var other []error
+	walkErrors(err, func(err error) {
+		var de *mapstructure.DecodeError
+		if !errors.As(err, &de) {
+			other = append(other, err)
+			return
+		}
+		key := s.fileKey(de.Name())
+		msg := de.Unwrap().Error()
+		if errors.Is(de, errNotMapping) && s.byKey[key] != nil && s.byKey[key].isMap() {
+			msg += "; from the environment, set one with " + envName(key) + "_<NAME>"
+		}
+		found = append(found, problemf(key, "%s", msg))
+	})
+	slices.SortStableFunc(found, func(a, b *problem) int { return s.index(a.Key) - s.index(b.Key) })
+	ps.addAll(found)
+	if len(other) > 0 {
+		return fmt.Errorf("config: decode: %w", errors.Join(other...))
+	}
+	return nil
+}
+
+// walkErrors calls fn with each *mapstructure.DecodeError in err's tree,
+// and with any other error that wraps none.
+func walkErrors(err error, fn func(error)) {
+	switch x := err.(type) {
+	case nil:
+	case *mapstructure.DecodeError:
+		fn(x)
+	case interface{ Unwrap() []error }:
+		for _, inner := range x.Unwrap() {
+			walkErrors(inner, fn)
+		}
+	default:
+		if inner := errors.Unwrap(err); inner != nil {
+			walkErrors(inner, fn)
+			return
+		}
+		fn(err)
+	}
+}
 
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	secretType   = reflect.TypeFor[Secret]()
-	lanesType    = reflect.TypeFor[[]priority.Lane]()
+	laneType     = reflect.TypeFor[priority.Lane]()
+	// errNotMapping is a value given where a mapping is wanted.
+	errNotMapping = errors.New("must be a mapping of names to values")
 )
 
-// decode sets dst, a field of type f.typ, from raw: a value parsed from
-// YAML, or text from an environment variable or a flag. Text is the zero
-// value when empty, a list when comma-separated. Messages never quote a
-// secret.
-func decode(dst reflect.Value, f *field, raw any) []*problem {
-	switch f.typ {
-	case durationType:
-		d, msg := toDuration(raw)
-		return set(dst, reflect.ValueOf(d), f.key, msg)
-	case lanesType:
-		lanes, ps := toLanes(f.key, raw)
-		dst.Set(reflect.ValueOf(lanes))
-		return ps
+// convert is the decode hook: it turns a value of a layer (parsed from
+// YAML, or text from the environment or a flag) into one of the field's
+// kind, or says what the field takes. Text is the zero value when empty
+// and a list when comma-separated; a lane is also text, name[:weight]. No
+// message quotes a secret, a list or a mapping.
+func convert(from, to reflect.Value) (any, error) {
+	raw := from.Interface()
+	t := to.Type()
+	if t == durationType {
+		return wrap(toDuration(raw))
 	}
-	switch f.typ.Kind() {
+	switch t.Kind() {
 	case reflect.String:
-		s, msg := toString(raw, f.typ == secretType)
-		return set(dst, reflect.ValueOf(s).Convert(f.typ), f.key, msg)
-	case reflect.Int:
-		n, msg := toInt(raw)
-		return set(dst, reflect.ValueOf(n), f.key, msg)
-	case reflect.Float64:
-		x, msg := toFloat(raw)
-		return set(dst, reflect.ValueOf(x), f.key, msg)
+		return wrap(toString(raw, t == secretType))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return wrap(toInt(raw))
+	case reflect.Float32, reflect.Float64:
+		return wrap(toFloat(raw))
 	case reflect.Bool:
-		b, msg := toBool(raw)
-		return set(dst, reflect.ValueOf(b), f.key, msg)
+		return wrap(toBool(raw))
 	case reflect.Slice:
-		list, ps := toStrings(f.key, raw)
-		dst.Set(reflect.ValueOf(list))
-		return ps
+		return toItems(raw)
 	case reflect.Map:
-		m, ps := toSecrets(f.key, raw)
-		dst.Set(reflect.ValueOf(m))
-		return ps
+		if m, ok := raw.(map[string]any); ok {
+			return emptyAsNil(m), nil
+		}
+		return nil, errNotMapping
+	case reflect.Struct:
+		return toMapping(raw, t == laneType)
 	}
-	return []*problem{problemf(f.key, "cannot be decoded (type %s)", f.typ)}
+	return raw, nil
 }
 
-// set stores v into dst when msg is empty, and else reports msg.
-func set(dst, v reflect.Value, key, msg string) []*problem {
+// wrap turns a conversion's message into an error.
+func wrap[T any](v T, msg string) (any, error) {
 	if msg != "" {
-		return []*problem{problemf(key, "%s", msg)}
+		return nil, errors.New(msg)
 	}
-	dst.Set(v)
-	return nil
+	return v, nil
 }
 
-// text returns raw's text when raw is a string, trimmed.
-func text(raw any) (string, bool) {
-	s, ok := raw.(string)
-	return strings.TrimSpace(s), ok
+// emptyAsNil returns nil for an empty mapping, so that it decodes to the
+// zero value (a nil map) as an absent key does.
+func emptyAsNil(m map[string]any) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// toItems returns raw's items: a YAML list's, or text's split on commas.
+// No items is nil: the zero value.
+func toItems(raw any) (any, error) {
+	switch v := raw.(type) {
+	case []any:
+		if len(v) == 0 {
+			return nil, nil
+		}
+		return v, nil
+	case string:
+		var out []any
+		for s := range strings.SplitSeq(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		if out == nil {
+			return nil, nil
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("must be a list, or text with items separated by commas, got %s", describe(raw))
+}
+
+// toMapping checks that raw is a mapping; a lane may also be text
+// "name[:weight]".
+func toMapping(raw any, lane bool) (any, error) {
+	switch v := raw.(type) {
+	case map[string]any:
+		return v, nil
+	case string:
+		if lane {
+			name, weight, _ := strings.Cut(v, ":")
+			return map[string]any{"name": strings.TrimSpace(name), "weight": weight}, nil
+		}
+	}
+	if lane {
+		return nil, fmt.Errorf("must be a mapping {name: ..., weight: ...} or text name:weight, got %s", describe(raw))
+	}
+	return nil, fmt.Errorf("must be a mapping, got %s", describe(raw))
 }
 
 func toString(raw any, secret bool) (string, string) {
 	switch v := raw.(type) {
 	case string:
 		return v, ""
-	case int, int64, uint64, float64, bool:
+	case int, float64, bool:
 		return fmt.Sprint(v), ""
 	}
 	if secret {
@@ -86,16 +183,22 @@ func toString(raw any, secret bool) (string, string) {
 	return "", fmt.Sprintf("must be a string, got %s", describe(raw))
 }
 
+// fromText parses text with parse; empty text is the zero value.
+func fromText[T any](raw any, parse func(string) (T, error)) (v T, ok bool) {
+	s, isText := raw.(string)
+	if s = strings.TrimSpace(s); !isText || s == "" {
+		return v, isText
+	}
+	v, err := parse(s)
+	return v, err == nil
+}
+
 func toDuration(raw any) (time.Duration, string) {
-	if s, ok := text(raw); ok {
-		if s == "" {
-			return 0, ""
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, fmt.Sprintf("must be a duration such as 30s, 1m30s or 250ms, got %q", s)
-		}
+	if d, ok := fromText(raw, time.ParseDuration); ok {
 		return d, ""
+	}
+	if s, isText := raw.(string); isText {
+		return 0, fmt.Sprintf("must be a duration such as 30s, 1m30s or 250ms, got %q", strings.TrimSpace(s))
 	}
 	if n, ok := raw.(int); ok && n == 0 {
 		return 0, ""
@@ -107,26 +210,13 @@ func toInt(raw any) (int, string) {
 	switch v := raw.(type) {
 	case int:
 		return v, ""
-	case int64:
-		if v >= math.MinInt && v <= math.MaxInt {
-			return int(v), ""
-		}
-	case uint64:
-		if v <= math.MaxInt {
-			return int(v), ""
-		}
 	case float64:
 		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
 			return int(v), ""
 		}
-	case string:
-		s := strings.TrimSpace(v)
-		if s == "" {
-			return 0, ""
-		}
-		if n, err := strconv.Atoi(s); err == nil {
-			return n, ""
-		}
+	}
+	if n, ok := fromText(raw, strconv.Atoi); ok {
+		return n, ""
 	}
 	return 0, fmt.Sprintf("must be a whole number, got %s", describe(raw))
 }
@@ -135,36 +225,21 @@ func toFloat(raw any) (float64, string) {
 	switch v := raw.(type) {
 	case int:
 		return float64(v), ""
-	case int64:
-		return float64(v), ""
-	case uint64:
-		return float64(v), ""
 	case float64:
 		return v, ""
-	case string:
-		s := strings.TrimSpace(v)
-		if s == "" {
-			return 0, ""
-		}
-		if x, err := strconv.ParseFloat(s, 64); err == nil {
-			return x, ""
-		}
+	}
+	if x, ok := fromText(raw, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }); ok {
+		return x, ""
 	}
 	return 0, fmt.Sprintf("must be a number, got %s", describe(raw))
 }
 
 func toBool(raw any) (bool, string) {
-	switch v := raw.(type) {
-	case bool:
+	if v, ok := raw.(bool); ok {
 		return v, ""
-	case string:
-		s := strings.TrimSpace(v)
-		if s == "" {
-			return false, ""
-		}
-		if b, err := strconv.ParseBool(s); err == nil {
-			return b, ""
-		}
+	}
+	if b, ok := fromText(raw, strconv.ParseBool); ok {
+		return b, ""
 	}
 	return false, fmt.Sprintf("must be true or false, got %s", describe(raw))
 }
@@ -183,106 +258,4 @@ func describe(raw any) string {
 		return "nothing"
 	}
 	return fmt.Sprint(raw)
-}
-
-// items returns raw's items: a YAML list's, or text's split on commas
-// (empty text is no items).
-func items(raw any) ([]any, bool) {
-	switch v := raw.(type) {
-	case []any:
-		return v, true
-	case string:
-		var out []any
-		for s := range strings.SplitSeq(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-func toStrings(key string, raw any) ([]string, []*problem) {
-	list, ok := items(raw)
-	if !ok {
-		return nil, []*problem{problemf(key, "must be a list, or text with items separated by commas, got %s", describe(raw))}
-	}
-	var ps []*problem
-	var out []string
-	for i, item := range list {
-		s, msg := toString(item, false)
-		if msg != "" {
-			ps = append(ps, problemf(fmt.Sprintf("%s[%d]", key, i), "%s", msg))
-			continue
-		}
-		out = append(out, s)
-	}
-	return out, ps
-}
-
-func toSecrets(key string, raw any) (map[string]Secret, []*problem) {
-	m, ok := raw.(map[string]any)
-	if !ok {
-		return nil, []*problem{problemf(key, "must be a mapping of names to values; from the environment, set one with %s_<NAME>", envName(key))}
-	}
-	var ps []*problem
-	var out map[string]Secret
-	if len(m) > 0 {
-		out = make(map[string]Secret, len(m))
-	}
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		s, msg := toString(m[name], true)
-		if msg != "" {
-			ps = append(ps, problemf(key+"."+name, "%s", msg))
-			continue
-		}
-		out[name] = Secret(s)
-	}
-	return out, ps
-}
-
-// toLanes reads lanes from a YAML list of {name, weight} mappings or of
-// "name[:weight]" strings, or from text "vip:8,default:2".
-func toLanes(key string, raw any) ([]priority.Lane, []*problem) {
-	list, ok := items(raw)
-	if !ok {
-		return nil, []*problem{problemf(key, "must be a list of {name, weight}, or text such as vip:8,default:2, got %s", describe(raw))}
-	}
-	var ps []*problem
-	lanes := make([]priority.Lane, len(list))
-	for i, item := range list {
-		at := fmt.Sprintf("%s[%d]", key, i)
-		m, ok := item.(map[string]any)
-		if !ok {
-			s, isText := item.(string)
-			if !isText {
-				ps = append(ps, problemf(at, "must be a mapping {name: ..., weight: ...} or text name:weight, got %s", describe(item)))
-				continue
-			}
-			name, weight, _ := strings.Cut(s, ":")
-			m = map[string]any{"name": strings.TrimSpace(name), "weight": weight}
-		}
-		ps = append(ps, laneFromMap(at, m, &lanes[i])...)
-	}
-	return lanes, ps
-}
-
-func laneFromMap(at string, m map[string]any, lane *priority.Lane) []*problem {
-	var ps []*problem
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		var msg string
-		switch k {
-		case "name":
-			lane.Name, msg = toString(m[k], false)
-		case "weight":
-			lane.Weight, msg = toInt(m[k])
-		default:
-			msg = "unknown key; a lane has name, weight"
-		}
-		if msg != "" {
-			ps = append(ps, problemf(at+"."+k, "%s", msg))
-		}
-	}
-	return ps
 }

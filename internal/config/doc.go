@@ -2,9 +2,20 @@
 // and turns it into the configuration structs of the packages it wires
 // together (queue, priority, pacer, sink) and into Redis and NATS clients.
 //
+// Each section of the file is, or embeds, the configuration struct of the
+// package it configures — pacer.Config is pacer:, queue.Config and
+// priority.Config are queue:, sink.HTTPConfig is sink:, dispatch.Config
+// is dispatch: — and the keys are those structs' yaml tags, so that a
+// field a package adds, tagged, is a key at once: in the file, as a SLUICE_
+// variable, as a flag, and in Redacted. What is this package's own is what
+// crosses sections: the Redis and NATS sections and their clients, the
+// secrets and the files that hold them, the environment's names, the
+// unknown keys and the hints.
+//
 // Load builds a Config in layers, each overriding the one before:
 //
-//  1. the defaults (each field's doc comment says what zero means);
+//  1. the defaults (each field's doc comment says what zero means), which
+//     each package's SetDefaults applies;
 //  2. the YAML file, when a path is given;
 //  3. environment variables: SLUICE_ followed by the key in capitals with
 //     '.' as '_' (SLUICE_PACER_RATE=500 sets pacer.rate,
@@ -19,20 +30,21 @@
 //  4. flags: a map from the dotted key ("pacer.rate") to its value as text,
 //     read like an environment variable's value.
 //
+// The layering, the YAML parsing and the environment are read with
+// github.com/knadh/koanf/v2, and the merged layers are decoded into the
+// structs with koanf's unmarshalling (mapstructure), through a decode hook
+// that reads text as durations, numbers, lists and lanes and says, for a
+// value it refuses, what the key takes.
+//
 // Load refuses unknown keys (in the file, as SLUICE_ variables, as flags)
 // and impossible values, and reports every problem at once in one error
 // matching ErrInvalid, one line per problem, each starting with the key it
-// is about: "pacer.rate: must be more than 0 ...". The checks are this
-// package's own and each package's Config.Validate.
+// is about: "pacer.rate: must be more than 0 ...". The checks are each
+// package's Config.Validate, whose problems are *setting.Error values
+// gathered as they are, and this package's own.
 //
 // Secrets (nats.password, nats.token, the contents of password_file and
 // token_file, sink.headers values, and passwords inside URLs) never appear
 // in an error, in Redacted, or when a Config or a Secret is printed or
 // logged.
-//
-// The layering, the YAML parsing and the environment are read with
-// github.com/knadh/koanf/v2, a maintained configuration library; decoding
-// into the structs, the key checks and the error messages are this
-// package's own, so that every message names its key and none quotes a
-// secret.
 package config

@@ -11,6 +11,20 @@ import (
 	"strings"
 )
 
+// TLS is a client's TLS material. The zero value uses the system's roots
+// and presents no client certificate.
+type TLS struct {
+	// CAFile is a PEM file of the certificate authorities to trust instead
+	// of the system's. Optional.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// mutual TLS. Optional; both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// InsecureSkipVerify accepts any server certificate. For tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
 // maxSecretFile bounds a password, token or credentials file.
 const maxSecretFile = 64 << 10
 

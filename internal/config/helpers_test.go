@@ -72,3 +72,12 @@ func problemKeys(t *testing.T, err error) []string {
 	}
 	return keys
 }
+
+// withoutClocks returns a copy of c without the clocks and the random
+// source the packages' SetDefaults fill in: functions, which
+// reflect.DeepEqual never finds equal.
+func withoutClocks(c *Config) *Config {
+	d := *c
+	d.Queue.Now, d.Sink.Now, d.Dispatch.Now, d.Dispatch.Rand = nil, nil, nil, nil
+	return &d
+}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -9,13 +11,15 @@ import (
 
 // field is one key of the file that holds a value: a leaf of Config.
 type field struct {
-	key    string       // dotted, as in the file: "queue.backoff.min"
-	index  []int        // the field's index path in Config
-	typ    reflect.Type // the field's type
-	redact string       // the redact tag: "url", "url,query" or ""
+	key   string       // dotted, as in the file: "queue.backoff.min"
+	typ   reflect.Type // the field's type
+	items []string     // for a list of mappings (queue.lanes): an item's keys
+	item  string       // and what an item is, for messages: "a lane"
 }
 
-// schema is the set of keys, derived from Config's yaml tags.
+// schema is the set of keys, derived from the yaml tags of Config and of
+// the packages' configurations it holds, so that a key a package adds is
+// a key of the file, of the environment and of the flags at once.
 type schema struct {
 	fields   []field
 	byKey    map[string]*field
@@ -27,7 +31,7 @@ type schema struct {
 // top, "queue", "queue.backoff") to the keys it may hold.
 func newSchema() *schema {
 	s := &schema{byKey: map[string]*field{}, byEnv: map[string]*field{}, sections: map[string][]string{}}
-	s.walk(reflect.TypeFor[Config](), "", nil)
+	s.walk(reflect.TypeFor[Config](), "")
 	for i := range s.fields {
 		f := &s.fields[i]
 		s.byKey[f.key] = f
@@ -36,22 +40,77 @@ func newSchema() *schema {
 	return s
 }
 
-func (s *schema) walk(t reflect.Type, prefix string, index []int) {
+func (s *schema) walk(t reflect.Type, prefix string) {
 	for i := range t.NumField() {
 		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if !sf.IsExported() || name == "" || name == "-" {
+		if squashed(sf) {
+			s.walk(sf.Type, prefix)
+			continue
+		}
+		name, ok := yamlName(sf)
+		if !ok {
 			continue
 		}
 		key := joinKey(prefix, name)
 		s.sections[prefix] = append(s.sections[prefix], name)
-		idx := append(slices.Clone(index), i)
 		if sf.Type.Kind() == reflect.Struct {
-			s.walk(sf.Type, key, idx)
+			s.walk(sf.Type, key)
 			continue
 		}
-		s.fields = append(s.fields, field{key: key, index: idx, typ: sf.Type, redact: sf.Tag.Get("redact")})
+		f := field{key: key, typ: sf.Type}
+		if elem := sf.Type; elem.Kind() == reflect.Slice && elem.Elem().Kind() == reflect.Struct {
+			f.items = keysOf(elem.Elem())
+			f.item = "a " + strings.ToLower(elem.Elem().Name())
+		}
+		s.fields = append(s.fields, f)
 	}
+}
+
+// yamlName returns the key a struct field is decoded from, and false when
+// the field is no key: unexported, untagged, tagged "-" or squashed.
+func yamlName(sf reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+	return name, sf.IsExported() && name != "" && name != "-"
+}
+
+// squashed reports whether sf's keys are its parent's (yaml:",squash").
+func squashed(sf reflect.StructField) bool {
+	_, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+	return sf.Type.Kind() == reflect.Struct && slices.Contains(strings.Split(opts, ","), "squash")
+}
+
+// keysOf lists the keys of a struct type.
+func keysOf(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		if name, ok := yamlName(t.Field(i)); ok {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// index is the position in the file of the key that holds key (itself, or
+// the list or mapping key is an item of), for sorting problems.
+func (s *schema) index(key string) int {
+	for i, f := range s.fields {
+		if key == f.key || strings.HasPrefix(key, f.key+".") || strings.HasPrefix(key, f.key+"[") {
+			return i
+		}
+	}
+	return len(s.fields)
+}
+
+// fileKey turns the decoder's name of a value into its key: an entry of a
+// mapping, which the decoder writes sink.headers[X-Api-Key], is
+// sink.headers.X-Api-Key; a list's item stays queue.lanes[0].
+func (s *schema) fileKey(name string) string {
+	for _, f := range s.fields {
+		if f.isMap() && strings.HasPrefix(name, f.key+"[") && strings.HasSuffix(name, "]") {
+			return f.key + "." + name[len(f.key)+1:len(name)-1]
+		}
+	}
+	return name
 }
 
 func joinKey(prefix, name string) string {
@@ -68,6 +127,26 @@ func envName(key string) string {
 
 // isMap reports whether f holds a mapping of free keys (sink.headers).
 func (f *field) isMap() bool { return f.typ.Kind() == reflect.Map }
+
+// checkItems reports the unknown keys of the items of a list of mappings
+// (queue.lanes: [{name: vip, wieght: 2}]).
+func (s *schema) checkItems(key string, value any) []*problem {
+	f, ok := s.byKey[key]
+	list, isList := value.([]any)
+	if !ok || f.items == nil || !isList {
+		return nil
+	}
+	var ps []*problem
+	for i, item := range list {
+		m, _ := item.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !slices.Contains(f.items, k) {
+				ps = append(ps, problemf(fmt.Sprintf("%s[%d].%s", key, i, k), "unknown key; %s has %s", f.item, strings.Join(f.items, ", ")))
+			}
+		}
+	}
+	return ps
+}
 
 // check reports whether key, a flattened key of a layer, is allowed, and
 // when not, why. A key below a map field (sink.headers.X-Api-Key) is

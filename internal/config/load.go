@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"reflect"
 	"slices"
 
 	"github.com/knadh/koanf/parsers/yaml"
@@ -62,7 +61,9 @@ func load(path string, env []string, flags map[string]string, producer bool) (*C
 		}
 	}
 	c := &Config{producer: producer}
-	decodeAll(s, k, c, &ps)
+	if err := s.decode(k, c, &ps); err != nil {
+		return nil, err
+	}
 	c.SetDefaults()
 	c.validate(&ps)
 	if err := ps.err(); err != nil {
@@ -87,12 +88,14 @@ func loadFile(path string) (*koanf.Koanf, error) {
 	}
 }
 
-// checkKeys reports the keys of a layer that Config does not have.
+// checkKeys reports the keys of a layer that Config does not have, and
+// those of the items of its lists.
 func checkKeys(s *schema, k *koanf.Koanf, ps *problems) {
 	for _, key := range k.Keys() {
 		if ok, why := s.check(key, k.Get(key)); !ok {
 			ps.addf(key, "%s", why)
 		}
+		ps.addAll(s.checkItems(key, k.Get(key)))
 	}
 }
 
@@ -126,18 +129,4 @@ func loadEnv(s *schema, k *koanf.Koanf, environ []string, ps *problems) error {
 		ps.addf(name, "unknown environment variable: matches no key (a key such as pacer.rate is set by %sPACER_RATE)", EnvPrefix)
 	}
 	return nil
-}
-
-// decodeAll decodes every key present in k into c. A key set to nothing
-// (null in YAML) keeps its zero value.
-func decodeAll(s *schema, k *koanf.Koanf, c *Config, ps *problems) {
-	root := reflect.ValueOf(c).Elem()
-	for i := range s.fields {
-		f := &s.fields[i]
-		raw := k.Get(f.key)
-		if raw == nil {
-			continue
-		}
-		ps.addAll(decode(root.FieldByIndex(f.index), f, raw))
-	}
 }

@@ -23,8 +23,8 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"queue.backend", c.Queue.Backend, BackendRedis},
-		{"queue.lanes", c.Queue.Lanes, []priority.Lane{{Name: "default", Weight: 1}}},
-		{"queue.policy", c.Queue.Policy, priority.Strict},
+		{"queue.lanes", c.Queue.Priority.Lanes, []priority.Lane{{Name: "default", Weight: 1}}},
+		{"queue.policy", c.Queue.Priority.Policy, priority.Strict},
 		{"queue.visibility_timeout", c.Queue.VisibilityTimeout, 30 * time.Second},
 		{"queue.max_attempts", c.Queue.MaxAttempts, 8},
 		{"queue.dedup_window", c.Queue.DedupWindow, 10 * time.Minute},
@@ -111,11 +111,11 @@ func TestEnvNamesMapToKeysWithUnderscores(t *testing.T) {
 		{"SLUICE_DISPATCH_SHUTDOWN_TIMEOUT=1m", func(c *Config) any { return c.Dispatch.ShutdownTimeout }, time.Minute},
 		{"SLUICE_PACER_MAX_BATCH=8", func(c *Config) any { return c.Pacer.MaxBatch }, 8},
 		{"SLUICE_METRICS_LISTEN=off", func(c *Config) any { return c.Metrics.Listen }, "off"},
-		{"SLUICE_SINK_HEADERS_X_API_KEY=k1", func(c *Config) any { return c.Sink.Headers["X-Api-Key"].Reveal() }, "k1"},
+		{"SLUICE_SINK_HEADERS_X_API_KEY=k1", func(c *Config) any { return c.Sink.Headers["X-Api-Key"] }, "k1"},
 		{"SLUICE_NATS_TOKEN=tok", func(c *Config) any { return c.NATS.Token.Reveal() }, "tok"},
-		{"SLUICE_QUEUE_PRIVILEGED_USERS=alice, bob", func(c *Config) any { return c.Queue.PrivilegedUsers }, []string{"alice", "bob"}},
-		{"SLUICE_QUEUE_PRIVILEGED_USERS=", func(c *Config) any { return len(c.Queue.PrivilegedUsers) }, 0},
-		{"SLUICE_QUEUE_LANES=vip:8,default", func(c *Config) any { return c.Queue.Lanes },
+		{"SLUICE_QUEUE_PRIVILEGED_USERS=alice, bob", func(c *Config) any { return c.Queue.Priority.PrivilegedUsers }, []string{"alice", "bob"}},
+		{"SLUICE_QUEUE_PRIVILEGED_USERS=", func(c *Config) any { return len(c.Queue.Priority.PrivilegedUsers) }, 0},
+		{"SLUICE_QUEUE_LANES=vip:8,default", func(c *Config) any { return c.Queue.Priority.Lanes },
 			[]priority.Lane{{Name: "vip", Weight: 8}, {Name: "default", Weight: 1}}},
 		{"SLUICE_SINK_MAX_IN_FLIGHT=", func(c *Config) any { return c.Sink.MaxInFlight }, 256}, // empty: zero, the default
 		{"SLUICE_CONFIG=/etc/sluice.yaml", func(c *Config) any { return c.Queue.Name }, "sms"},
@@ -150,15 +150,18 @@ queue:
 `)
 	c := mustLoad(t, path, nil, withRequired(nil))
 	wantLanes := []priority.Lane{{Name: "vip", Weight: 1}, {Name: "bulk", Weight: 3}, {Name: "low", Weight: 2}}
-	if !reflect.DeepEqual(c.Queue.Lanes, wantLanes) {
-		t.Errorf("lanes: got %v, want %v", c.Queue.Lanes, wantLanes)
+	if !reflect.DeepEqual(c.Queue.Priority.Lanes, wantLanes) {
+		t.Errorf("lanes: got %v, want %v", c.Queue.Priority.Lanes, wantLanes)
 	}
-	if want := []string{"alice", "42"}; !slices.Equal(c.Queue.PrivilegedUsers, want) {
-		t.Errorf("privileged_users: got %v, want %v", c.Queue.PrivilegedUsers, want)
+	if want := []string{"vip", "bulk", "low"}; !slices.Equal(c.QueueConfig().Lanes, want) {
+		t.Errorf("QueueConfig().Lanes: got %v, want %v", c.QueueConfig().Lanes, want)
+	}
+	if want := []string{"alice", "42"}; !slices.Equal(c.Queue.Priority.PrivilegedUsers, want) {
+		t.Errorf("privileged_users: got %v, want %v", c.Queue.Priority.PrivilegedUsers, want)
 	}
 	c = mustLoad(t, path, nil, withRequired(map[string]string{"queue.privileged_users": "carol,dave"}))
-	if want := []string{"carol", "dave"}; !slices.Equal(c.Queue.PrivilegedUsers, want) {
-		t.Errorf("privileged_users from a flag: got %v, want %v", c.Queue.PrivilegedUsers, want)
+	if want := []string{"carol", "dave"}; !slices.Equal(c.Queue.Priority.PrivilegedUsers, want) {
+		t.Errorf("privileged_users from a flag: got %v, want %v", c.Queue.Priority.PrivilegedUsers, want)
 	}
 }
 
@@ -202,7 +205,7 @@ func TestUnknownKeysAreNamed(t *testing.T) {
 func TestEmptySectionsAndNullValuesAreAllowed(t *testing.T) {
 	path := writeFile(t, "s.yaml", "queue:\n  name: sms\n  lanes:\nredis:\nnats: {}\npacer: {rate: 5}\nsink: {url: 'http://h/'}\n")
 	c := mustLoad(t, path, nil, nil)
-	if got, want := c.Queue.Lanes, []priority.Lane{{Name: "default", Weight: 1}}; !reflect.DeepEqual(got, want) {
+	if got, want := c.Queue.Priority.Lanes, []priority.Lane{{Name: "default", Weight: 1}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("lanes: got %v, want %v", got, want)
 	}
 }
@@ -352,18 +355,30 @@ sink: {url: "https://api.example.com/send", timeout: 2s, max_in_flight: 9, heade
 	c := mustLoad(t, path, nil, nil)
 	wantQ := queue.Config{Name: "sms", Lanes: []string{"vip", "default"}, VisibilityTimeout: 20 * time.Second,
 		MaxAttempts: 4, DedupWindow: time.Hour, MaxPayloadBytes: 1000}
-	if got := c.QueueConfig(); !reflect.DeepEqual(got, wantQ) {
-		t.Errorf("QueueConfig(): got %+v, want %+v", got, wantQ)
+	gotQ := c.QueueConfig()
+	if gotQ.Now == nil {
+		t.Error("QueueConfig().Now: got nil, want the queue's default clock")
 	}
-	wantP := pacer.Config{Name: "provider-a", Rate: 250.5, Burst: 3, Horizon: 20 * time.Millisecond,
-		MaxBatch: pacer.DefaultMaxBatch, MaxLateness: pacer.DefaultMaxLateness}
+	if gotQ.Now = nil; !reflect.DeepEqual(gotQ, wantQ) {
+		t.Errorf("QueueConfig(): got %+v, want %+v", gotQ, wantQ)
+	}
+	// The pacer's own defaults, applied by its SetDefaults.
+	wantP := pacer.Config{Name: "provider-a", Rate: 250.5, Burst: 3, Horizon: 20 * time.Millisecond}
+	wantP.SetDefaults()
+	if wantP.MaxBatch != pacer.DefaultMaxBatch || wantP.MaxLateness != pacer.DefaultMaxLateness || wantP.Headroom <= 0 {
+		t.Fatalf("pacer.Config.SetDefaults: got %+v, want the documented defaults", wantP)
+	}
 	if got := c.PacerConfig(); !reflect.DeepEqual(got, wantP) {
 		t.Errorf("PacerConfig(): got %+v, want %+v", got, wantP)
 	}
 	wantS := sink.HTTPConfig{URL: "https://api.example.com/send", Timeout: 2 * time.Second, MaxInFlight: 9,
-		Headers: map[string]string{"X-Api-Key": "k"}}
-	if got := c.HTTPSinkConfig(); !reflect.DeepEqual(got, wantS) {
-		t.Errorf("HTTPSinkConfig(): got %+v, want %+v", got, wantS)
+		Headers: sink.Headers{"X-Api-Key": "k"}}
+	gotS := c.HTTPSinkConfig()
+	if gotS.Now == nil {
+		t.Error("HTTPSinkConfig().Now: got nil, want the sink's default clock")
+	}
+	if gotS.Now = nil; !reflect.DeepEqual(gotS, wantS) {
+		t.Errorf("HTTPSinkConfig(): got %+v, want %+v", gotS, wantS)
 	}
 	if got := c.PriorityConfig().Policy; got != priority.Weighted {
 		t.Errorf("PriorityConfig().Policy: got %q, want weighted", got)
@@ -390,7 +405,7 @@ func TestRedactedReadsBackToTheSameConfig(t *testing.T) {
 	c := mustLoad(t, "../../configs/sluice.yaml", nil, nil)
 	path := writeFile(t, "again.yaml", c.Redacted())
 	again := mustLoad(t, path, nil, nil)
-	if !reflect.DeepEqual(c, again) {
+	if !reflect.DeepEqual(withoutClocks(c), withoutClocks(again)) {
 		t.Errorf("got\n%s\nafter a round trip, want\n%s", again.Redacted(), c.Redacted())
 	}
 }
@@ -404,7 +419,7 @@ func TestLoadDoesNotReadTheProcessEnvironment(t *testing.T) {
 }
 
 func TestHandBuiltConfigValidates(t *testing.T) {
-	c := &Config{Queue: Queue{Name: "demo"}, Pacer: Pacer{Rate: 50}, Sink: Sink{Type: SinkLog}}
+	c := &Config{Queue: Queue{Config: queue.Config{Name: "demo"}}, Pacer: pacer.Config{Rate: 50}, Sink: Sink{Type: SinkLog}}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate(): got %v, want nil", err)

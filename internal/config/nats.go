@@ -15,6 +15,30 @@ import (
 // natsDialTimeout bounds one attempt to reach one NATS server.
 const natsDialTimeout = 5 * time.Second
 
+// NATS is the nats: section: the queue's store when the backend is nats.
+// At most one way to authenticate: user and password (in the URL or as
+// keys), a token, or a credentials file.
+type NATS struct {
+	// URL is nats://host:port (tls://, ws://, wss:// too), or several
+	// separated by commas. Zero means nats://127.0.0.1:4222. Passwords in
+	// it are hidden from Redacted.
+	URL string `yaml:"url"`
+	// User and Password authenticate with a user name and password; the
+	// password may come from PasswordFile instead. Optional.
+	User         string `yaml:"user"`
+	Password     Secret `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	// Token authenticates with a token, or TokenFile names a file holding
+	// it. Optional.
+	Token     Secret `yaml:"token"`
+	TokenFile string `yaml:"token_file"`
+	// CredsFile is a NATS credentials file (user JWT and NKey seed).
+	// Optional.
+	CredsFile string `yaml:"creds_file"`
+	// TLS configures TLS; setting any of it requires TLS of the server.
+	TLS TLS `yaml:"tls"`
+}
+
 // NATSOptions returns the options of a connection to nats.url, without the
 // URL itself (pass c.NATS.URL to nats.Connect): the client name "sluice",
 // reconnecting forever, the credentials (user and password, token, or

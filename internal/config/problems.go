@@ -1,26 +1,23 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/setting"
 )
 
-// problem is one thing wrong with the configuration, about one key.
-type problem struct {
-	key string // the key, or the environment variable, it is about
-	msg string // what is wrong and what is allowed; never a secret
-	err error  // the configured package's own error, when it found it
-}
-
-func (p *problem) Error() string { return p.key + ": " + p.msg }
-
-// Unwrap gives the configured package's error, so that its sentinel matches.
-func (p *problem) Unwrap() error { return p.err }
+// problem is one thing wrong with the configuration, about one key (or
+// environment variable). Those found by a package's Validate wrap its
+// sentinel; this package's own wrap none.
+type problem = setting.Error
 
 // problemf returns a problem about key.
 func problemf(key, format string, args ...any) *problem {
-	return &problem{key: key, msg: fmt.Sprintf(format, args...)}
+	return setting.Errorf(nil, key, format, args...)
 }
 
 // problems collects what is wrong, at most one problem per key: the first
@@ -28,7 +25,7 @@ func problemf(key, format string, args ...any) *problem {
 // by a Validate that saw its zero value, and a lane checked both by the
 // priority and the queue package is reported once.
 type problems struct {
-	list []error
+	list []*problem
 	seen map[string]bool
 }
 
@@ -36,10 +33,10 @@ func (ps *problems) add(p *problem) {
 	if ps.seen == nil {
 		ps.seen = map[string]bool{}
 	}
-	if ps.seen[p.key] {
+	if ps.seen[p.Key] {
 		return
 	}
-	ps.seen[p.key] = true
+	ps.seen[p.Key] = true
 	ps.list = append(ps.list, p)
 }
 
@@ -51,36 +48,50 @@ func (ps *problems) addAll(list []*problem) {
 	}
 }
 
-// addChecked adds the problems a package's Validate found. Such an error
-// reads "pkg: invalid config: key: what", possibly several joined; the
-// sentinel's text is dropped from the line, and kept as the cause. skip
-// drops the problems about a key.
-func (ps *problems) addChecked(err, sentinel error, skip func(key string) bool) {
-	if err == nil {
-		return
-	}
-	list := []error{err}
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		list = joined.Unwrap()
-	}
-	for _, e := range list {
-		text := strings.TrimPrefix(e.Error(), sentinel.Error()+": ")
-		key, msg, found := strings.Cut(text, ": ")
-		if !found {
-			key, msg = "", text
+// addChecked adds the problems of a package's Validate, but those skip
+// drops (nil keeps all).
+func (ps *problems) addChecked(err error, skip func(*problem) bool) {
+	for _, p := range setting.Errors(err) {
+		if skip == nil || !skip(p) {
+			ps.add(p)
 		}
-		if skip != nil && skip(key) {
-			continue
-		}
-		ps.add(&problem{key: key, msg: msg, err: e})
 	}
 }
 
+// sortBySection orders the problems from the index from on by section, in
+// the file's order, keeping the order within a section.
+func (ps *problems) sortBySection(from int) {
+	names := newSchema().sections[""]
+	order := func(p *problem) int {
+		section, _, _ := strings.Cut(p.Key, ".")
+		return slices.Index(names, section)
+	}
+	slices.SortStableFunc(ps.list[from:], func(a, b *problem) int { return cmp.Compare(order(a), order(b)) })
+}
+
 // err is nil when nothing is wrong, and else every problem in one error
-// matching ErrInvalid, one line each.
+// matching ErrInvalid, one line each: "key: problem".
 func (ps *problems) err() error {
 	if len(ps.list) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w:\n%w", ErrInvalid, errors.Join(ps.list...))
+	lines := make([]error, len(ps.list))
+	for i, p := range ps.list {
+		lines[i] = line{p}
+	}
+	return fmt.Errorf("%w:\n%w", ErrInvalid, errors.Join(lines...))
+}
+
+// line shows a problem without its package's sentinel, which it wraps.
+type line struct{ p *problem }
+
+func (l line) Error() string { return l.p.Key + ": " + l.p.Problem }
+
+func (l line) Unwrap() error { return l.p }
+
+// joinProblems returns problems as one error matching ErrInvalid.
+func joinProblems(list []*problem) error {
+	var ps problems
+	ps.addAll(list)
+	return ps.err()
 }

@@ -8,6 +8,43 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Redis is the redis: section: the pacer's store, and the queue's when the
+// backend is redis.
+type Redis struct {
+	// URL is redis://[user:password@]host:port/db, rediss://... for TLS,
+	// or unix:///path/to/socket; go-redis's URL options (dial_timeout=...)
+	// are accepted as query parameters. Zero means
+	// redis://127.0.0.1:6379/0. Its password is hidden from Redacted.
+	URL string `yaml:"url"`
+	// PasswordFile names a file holding the password, trimmed of
+	// surrounding white space. Optional; not together with a password in
+	// the URL.
+	PasswordFile string `yaml:"password_file"`
+	// TLS configures TLS; the URL must then be rediss://.
+	TLS TLS `yaml:"tls"`
+	// ClusterAddrs are further nodes of a Redis Cluster (host:port): with
+	// them the client is a cluster client, seeded with redis.url's node and
+	// these. Every key sluice uses carries the queue name as its hash tag,
+	// so each script runs on one node. Optional; database must be 0.
+	ClusterAddrs []string `yaml:"cluster_addrs"`
+	// Sentinel finds the master through Redis Sentinel; redis.url then
+	// gives the credentials, database and TLS, and its host is ignored.
+	// Optional; not together with cluster_addrs.
+	Sentinel Sentinel `yaml:"sentinel"`
+}
+
+// Sentinel configures Redis Sentinel.
+type Sentinel struct {
+	// MasterName is the name the sentinels monitor the master under.
+	// Setting it turns Sentinel on.
+	MasterName string `yaml:"master_name"`
+	// Addrs are the sentinels (host:port). Required with master_name.
+	Addrs []string `yaml:"addrs"`
+	// PasswordFile names a file holding the sentinels' own password, if
+	// they have one. Optional.
+	PasswordFile string `yaml:"password_file"`
+}
+
 // RedisOptions returns the options of a client for redis.url: address,
 // database, user and password (from the URL or redis.password_file), TLS
 // (rediss://, with redis.tls's files) and go-redis's URL options. It reads
@@ -92,13 +129,6 @@ func (c *Config) redisOptions() (*redis.Options, []*problem) {
 		}
 	}
 	return opts, ps
-}
-
-// joinProblems returns problems as one error matching ErrInvalid.
-func joinProblems(list []*problem) error {
-	var ps problems
-	ps.addAll(list)
-	return ps.err()
 }
 
 // topologyProblems checks redis.cluster_addrs and redis.sentinel.

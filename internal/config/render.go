@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/priority"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/sink"
 )
 
 // Redacted returns the configuration as YAML, in the file's layout and
@@ -23,65 +24,80 @@ func (c *Config) Redacted() string {
 	var b strings.Builder
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(structNode(reflect.ValueOf(c).Elem())); err != nil {
+	if err := enc.Encode(structNode(reflect.ValueOf(c).Elem(), "", nil)); err != nil {
 		return fmt.Sprintf("config: render: %v", err) // cannot happen: the nodes are well formed
 	}
 	_ = enc.Close()
 	return b.String()
 }
 
-func structNode(v reflect.Value) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.MappingNode}
+// urlKeys are the keys holding URLs whose password Redacted hides; true
+// hides the query's values too.
+var urlKeys = map[string]bool{"redis.url": false, "nats.url": false, "sink.url": true}
+
+// structNode renders the keys of struct v, under prefix, into n (a new
+// mapping when nil): a squashed struct's keys go into its parent's.
+func structNode(v reflect.Value, prefix string, n *yaml.Node) *yaml.Node {
+	if n == nil {
+		n = &yaml.Node{Kind: yaml.MappingNode}
+	}
 	t := v.Type()
 	for i := range t.NumField() {
 		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if !sf.IsExported() || name == "" || name == "-" {
+		if squashed(sf) {
+			structNode(v.Field(i), prefix, n)
 			continue
 		}
-		n.Content = append(n.Content, str(name), valueNode(v.Field(i), sf.Tag.Get("redact")))
+		if name, ok := yamlName(sf); ok {
+			n.Content = append(n.Content, str(name), valueNode(v.Field(i), joinKey(prefix, name)))
+		}
 	}
 	return n
 }
 
-func valueNode(v reflect.Value, redact string) *yaml.Node {
+func valueNode(v reflect.Value, key string) *yaml.Node {
 	switch x := v.Interface().(type) {
 	case time.Duration:
 		return plain(formatDuration(x))
 	case Secret:
 		return str(x.String())
-	case []priority.Lane:
-		seq := &yaml.Node{Kind: yaml.SequenceNode}
-		for _, l := range x {
-			seq.Content = append(seq.Content, &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle,
-				Content: []*yaml.Node{str("name"), str(l.Name), str("weight"), plain(strconv.Itoa(l.Weight))}})
-		}
-		return seq
-	case []string:
-		seq := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-		for _, s := range x {
-			seq.Content = append(seq.Content, str(s))
-		}
-		return seq
-	case map[string]Secret:
+	case sink.Headers:
 		m := &yaml.Node{Kind: yaml.MappingNode}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			m.Content = append(m.Content, str(k), str(x[k].String()))
+			m.Content = append(m.Content, str(k), str(Hidden))
 		}
 		return m
-	case float64:
-		return plain(strconv.FormatFloat(x, 'g', -1, 64))
-	case int, bool:
-		return plain(fmt.Sprint(x))
 	}
-	if v.Kind() == reflect.Struct {
-		return structNode(v)
+	switch v.Kind() {
+	case reflect.Struct:
+		n := structNode(v, key, nil)
+		if key != "" && strings.HasSuffix(key, "]") {
+			n.Style = yaml.FlowStyle
+		}
+		return n
+	case reflect.Slice:
+		seq := &yaml.Node{Kind: yaml.SequenceNode}
+		for i := range v.Len() {
+			item := valueNode(v.Index(i), fmt.Sprintf("%s[%d]", key, i))
+			if item.Kind == yaml.ScalarNode {
+				seq.Style = yaml.FlowStyle
+			}
+			seq.Content = append(seq.Content, item)
+		}
+		if v.Len() == 0 {
+			seq.Style = yaml.FlowStyle
+		}
+		return seq
+	case reflect.String:
+		s := v.String()
+		if query, ok := urlKeys[key]; ok {
+			s = redactURLs(s, query)
+		}
+		return str(s)
+	case reflect.Float32, reflect.Float64:
+		return plain(strconv.FormatFloat(v.Float(), 'g', -1, 64))
 	}
-	s := v.String()
-	if strings.HasPrefix(redact, "url") {
-		s = redactURLs(s, strings.HasSuffix(redact, ",query"))
-	}
-	return str(s)
+	return plain(fmt.Sprint(v.Interface()))
 }
 
 // str is a string scalar, quoted when it would read as another type.

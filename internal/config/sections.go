@@ -1,72 +1,61 @@
 package config
 
 import (
+	"maps"
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
 )
 
-// QueueConfig returns the queue backend's configuration: queue.name, the
-// lanes' names in order, and the queue's timings and limits. Consumer and
-// Now are left zero, for their defaults.
+// QueueConfig returns the queue backend's configuration: the queue: keys
+// it owns and the lanes' names in order. Consumer is left zero, for its
+// default.
 func (c *Config) QueueConfig() queue.Config {
-	names := make([]string, len(c.Queue.Lanes))
-	for i, l := range c.Queue.Lanes {
-		names[i] = l.Name
-	}
-	return queue.Config{
-		Name:              c.Queue.Name,
-		Lanes:             names,
-		VisibilityTimeout: c.Queue.VisibilityTimeout,
-		MaxAttempts:       c.Queue.MaxAttempts,
-		DedupWindow:       c.Queue.DedupWindow,
-		MaxPayloadBytes:   c.Queue.MaxPayloadBytes,
-	}
+	qc := c.Queue.Config
+	qc.Lanes = c.Queue.Priority.LaneNames()
+	return qc
 }
 
 // PriorityConfig returns the lanes, the policy and the privileged users.
 func (c *Config) PriorityConfig() priority.Config {
-	return priority.Config{
-		Lanes:           slices.Clone(c.Queue.Lanes),
-		Policy:          c.Queue.Policy,
-		PrivilegedUsers: slices.Clone(c.Queue.PrivilegedUsers),
-	}
+	p := c.Queue.Priority
+	p.Lanes = slices.Clone(p.Lanes)
+	p.PrivilegedUsers = slices.Clone(p.PrivilegedUsers)
+	return p
 }
 
 // PacerConfig returns the pacer's configuration; its name is queue.name
 // when pacer.name is not set.
-func (c *Config) PacerConfig() pacer.Config {
-	return pacer.Config{
-		Name:        or(c.Pacer.Name, c.Queue.Name),
-		Rate:        c.Pacer.Rate,
-		Burst:       c.Pacer.Burst,
-		Horizon:     c.Pacer.Horizon,
-		MaxBatch:    c.Pacer.MaxBatch,
-		MaxLateness: c.Pacer.MaxLateness,
-		Headroom:    c.Pacer.Headroom,
-	}
+func (c *Config) PacerConfig() pacer.Config { return c.Pacer }
+
+// HTTPSinkConfig returns the HTTP sink's configuration. It is meaningful
+// when Sink.Type is SinkHTTP.
+func (c *Config) HTTPSinkConfig() sink.HTTPConfig {
+	hc := c.Sink.HTTPConfig
+	hc.Headers = maps.Clone(hc.Headers)
+	return hc
 }
 
-// HTTPSinkConfig returns the HTTP sink's configuration, headers revealed.
-// It is meaningful when Sink.Type is SinkHTTP.
-func (c *Config) HTTPSinkConfig() sink.HTTPConfig {
-	var headers map[string]string
-	if len(c.Sink.Headers) > 0 {
-		headers = make(map[string]string, len(c.Sink.Headers))
-		for name, v := range c.Sink.Headers {
-			headers[name] = v.Reveal()
-		}
-	}
-	return sink.HTTPConfig{
-		URL:         c.Sink.URL,
-		Timeout:     c.Sink.Timeout,
-		MaxInFlight: c.Sink.MaxInFlight,
-		Headers:     headers,
-	}
+// DispatchConfig returns the engine's configuration: the dispatch: keys,
+// and the keys of other sections that the engine keeps to. sink.max_in_flight
+// belongs to the sink, which bounds its connections with it; the engine
+// bounds the requests it has in flight with the same number, so that none
+// waits for a connection. queue.backoff is the engine's retry backoff,
+// written under queue: because it is about the queue's jobs. pacer.rate
+// sizes the engine's fetching and queue.visibility_timeout when it extends
+// a job's.
+func (c *Config) DispatchConfig() dispatch.Config {
+	d := c.Dispatch
+	d.MaxInFlight = c.Sink.MaxInFlight
+	d.BackoffMin, d.BackoffMax = c.Queue.Backoff.Min, c.Queue.Backoff.Max
+	d.RateHint = c.Pacer.Rate
+	d.VisibilityTimeout = c.Queue.VisibilityTimeout
+	return d
 }
 
 // Backoff returns the bounds of the delay before a job that failed for now

@@ -3,11 +3,6 @@ package config
 import (
 	"net"
 	"strconv"
-
-	"github.com/sluicehq/sluice/pacer"
-	"github.com/sluicehq/sluice/priority"
-	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/sink"
 )
 
 // Validate reports every problem of the configuration in one error
@@ -20,7 +15,11 @@ func (c *Config) Validate() error {
 	return ps.err()
 }
 
+// validate adds the problems each package's Validate finds, and this
+// package's own (the backend, the clients, which keys are required), in
+// the order of the file's sections.
 func (c *Config) validate(ps *problems) {
+	from := len(ps.list)
 	c.validateQueue(ps)
 	_, redisProblems := c.redisOptions()
 	ps.addAll(redisProblems)
@@ -30,12 +29,9 @@ func (c *Config) validate(ps *problems) {
 		ps.addf("pacer.rate", "required: the provider's cap for the whole cluster, in requests per second")
 	}
 	if c.Pacer.Rate != 0 || !c.producer {
-		pc := c.PacerConfig()
-		pc.SetDefaults()
-		ps.addChecked(pc.Validate(), pacer.ErrInvalidConfig, func(key string) bool {
-			// A pacer name taken from queue.name is reported as queue.name.
-			return key == "pacer.name" && c.Pacer.Name == c.Queue.Name
-		})
+		// A pacer name taken from queue.name is reported as queue.name.
+		derived := c.Pacer.Name == c.Queue.Name
+		ps.addChecked(c.Pacer.Validate(), func(p *problem) bool { return derived && p.Key == "pacer.name" })
 	}
 	if c.Sink.URL != "" || c.Sink.Type != SinkHTTP || !c.producer {
 		c.validateSink(ps)
@@ -45,9 +41,11 @@ func (c *Config) validate(ps *problems) {
 			ps.addf("metrics.listen", "%s", msg)
 		}
 	}
-	if d := c.Dispatch.ShutdownTimeout; d <= 0 {
-		ps.addf("dispatch.shutdown_timeout", "must be positive, got %s", d)
-	}
+	// The engine checks queue.backoff and dispatch.*, and again
+	// sink.max_in_flight and pacer.rate, which their owners checked first.
+	d := c.DispatchConfig()
+	ps.addChecked(d.Validate(), nil)
+	ps.sortBySection(from)
 }
 
 func (c *Config) validateQueue(ps *problems) {
@@ -58,21 +56,11 @@ func (c *Config) validateQueue(ps *problems) {
 	if q.Backend != BackendRedis && q.Backend != BackendNATS {
 		ps.addf("queue.backend", "must be redis or nats, got %q", q.Backend)
 	}
-	prio := c.PriorityConfig()
-	prio.SetDefaults()
-	ps.addChecked(prio.Validate(), priority.ErrInvalidConfig, nil)
+	ps.addChecked(q.Priority.Validate(), nil)
 	// queue.Config checks the lanes' names as priority.Config does; the
 	// same problem, under the same key, is reported once.
 	qc := c.QueueConfig()
-	qc.SetDefaults()
-	ps.addChecked(qc.Validate(), queue.ErrInvalidConfig, nil)
-	b := q.Backoff
-	switch {
-	case b.Min <= 0:
-		ps.addf("queue.backoff.min", "must be positive, got %s", b.Min)
-	case b.Max < b.Min:
-		ps.addf("queue.backoff.max", "must be at least queue.backoff.min (%s), got %s", formatDuration(b.Min), formatDuration(b.Max))
-	}
+	ps.addChecked(qc.Validate(), nil)
 }
 
 func (c *Config) validateSink(ps *problems) {
@@ -86,9 +74,7 @@ func (c *Config) validateSink(ps *problems) {
 				ps.addf("sink.url", "%s", msg)
 			}
 		}
-		hc := c.HTTPSinkConfig()
-		hc.SetDefaults()
-		ps.addChecked(hc.Validate(), sink.ErrInvalidConfig, nil)
+		ps.addChecked(c.Sink.HTTPConfig.Validate(), nil)
 	default:
 		ps.addf("sink.type", "must be http or log, got %q", c.Sink.Type)
 	}

@@ -2,46 +2,56 @@ package dispatch
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/sluicehq/sluice/setting"
 )
 
 // Config configures one replica's engine. Zero values mean the documented
 // default.
+//
+// The dispatch: section of the configuration file decodes into it: the
+// fields with a yaml tag are its keys. The fields tagged "-" are not keys
+// of that section: the loader sets them from the keys of the sections
+// that own them (named on each field), or leaves them to their defaults.
 type Config struct {
 	// MaxInFlight bounds the requests open to the provider at once. Zero
-	// means 256.
-	MaxInFlight int
+	// means 256. The loader sets it from sink.max_in_flight: the sink owns
+	// the bound, the engine keeps to it.
+	MaxInFlight int `yaml:"-"`
 	// BackoffMin and BackoffMax bound the delay before a transient failure
 	// is retried: BackoffMin × 2^(attempt-1), capped at BackoffMax, with
 	// jitter (a uniform draw from the upper half). Zero means 1s and 5m.
-	BackoffMin, BackoffMax time.Duration
+	// The loader sets them from queue.backoff.min and queue.backoff.max.
+	BackoffMin time.Duration `yaml:"-"`
+	BackoffMax time.Duration `yaml:"-"`
 	// ShutdownTimeout is how long Run waits for requests in flight after its
 	// context ends, before it cancels them. Zero means 10s.
-	ShutdownTimeout time.Duration
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// RateHint is the expected rate in jobs/s (the pacer's rate): with
 	// Lookahead it sizes how many jobs each lane holds fetched ahead of its
-	// slots. Zero means 100.
-	RateHint float64
+	// slots. Zero means 100. The loader sets it from pacer.rate.
+	RateHint float64 `yaml:"-"`
 	// Lookahead is how far ahead of their slots jobs are fetched. Zero means 500ms.
-	Lookahead time.Duration
+	Lookahead time.Duration `yaml:"-"`
 	// MaxLaneBuffer caps the jobs held fetched per lane. Zero means 64.
-	MaxLaneBuffer int
+	MaxLaneBuffer int `yaml:"-"`
 	// VisibilityTimeout is the queue's; jobs held longer than a third of it
-	// are extended. Zero means 30s.
-	VisibilityTimeout time.Duration
+	// are extended. Zero means 30s. The loader sets it from
+	// queue.visibility_timeout.
+	VisibilityTimeout time.Duration `yaml:"-"`
 	// DefaultThrottle is how long the cluster holds back after a throttling
 	// answer without a usable Retry-After. Zero means 1s.
-	DefaultThrottle time.Duration
+	DefaultThrottle time.Duration `yaml:"-"`
 	// MaxThrottle caps how long one throttling answer holds the cluster
 	// back, whatever its Retry-After says. Zero means 1m.
-	MaxThrottle time.Duration
+	MaxThrottle time.Duration `yaml:"-"`
 	// Now is the clock. Zero means time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 	// Rand draws backoff jitter in [0,1). Zero means math/rand/v2.Float64.
-	Rand func() float64
+	Rand func() float64 `yaml:"-"`
 }
 
 // ErrInvalidConfig is wrapped by Config.Validate's errors.
@@ -78,23 +88,34 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate reports every problem of the configuration.
+// Validate reports every problem of the configuration, each a
+// *setting.Error naming the configuration key it comes from and wrapping
+// ErrInvalidConfig, joined with errors.Join. Call SetDefaults first.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
+		errs = append(errs, setting.Errorf(ErrInvalidConfig, key, format, args...))
 	}
 	if c.MaxInFlight < 1 {
 		bad("sink.max_in_flight", "must be at least 1, got %d", c.MaxInFlight)
 	}
-	if c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin {
-		bad("queue.backoff", "min must be positive and at most max, got min %s, max %s", c.BackoffMin, c.BackoffMax)
+	switch {
+	case c.BackoffMin <= 0:
+		bad("queue.backoff.min", "must be positive, got %s", c.BackoffMin)
+	case c.BackoffMax < c.BackoffMin:
+		bad("queue.backoff.max", "must be at least queue.backoff.min (%s), got %s", c.BackoffMin, c.BackoffMax)
 	}
-	if c.ShutdownTimeout < 0 {
-		bad("dispatch.shutdown_timeout", "must not be negative, got %s", c.ShutdownTimeout)
+	if c.ShutdownTimeout <= 0 {
+		bad("dispatch.shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
-	if c.RateHint < 0 || c.Lookahead < 0 || c.MaxLaneBuffer < 0 {
-		bad("dispatch", "rate hint, lookahead and lane buffer must not be negative")
+	if c.RateHint < 0 {
+		bad("pacer.rate", "must not be negative, got %v", c.RateHint)
+	}
+	if c.Lookahead < 0 {
+		bad("dispatch.lookahead", "must not be negative, got %s", c.Lookahead)
+	}
+	if c.MaxLaneBuffer < 0 {
+		bad("dispatch.max_lane_buffer", "must not be negative, got %d", c.MaxLaneBuffer)
 	}
 	return errors.Join(errs...)
 }

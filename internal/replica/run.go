@@ -61,15 +61,8 @@ func New(p *Parts) (*Replica, error) {
 		lanes = append(lanes, l.Name)
 	}
 	m.Lanes(lanes)
-	bmin, bmax := p.Config.Backoff()
-	e, err := dispatch.New(dispatch.Config{
-		MaxInFlight:       p.Config.HTTPSinkConfig().MaxInFlight,
-		BackoffMin:        bmin,
-		BackoffMax:        bmax,
-		ShutdownTimeout:   p.Config.ShutdownTimeout(),
-		RateHint:          p.Config.PacerConfig().Rate,
-		VisibilityTimeout: p.Config.QueueConfig().VisibilityTimeout,
-	}, dispatch.Deps{Queue: p.Queue, Pacer: p.Pacer, Sink: s, Priority: prio, Metrics: m, Log: p.Log})
+	e, err := dispatch.New(p.Config.DispatchConfig(),
+		dispatch.Deps{Queue: p.Queue, Pacer: p.Pacer, Sink: s, Priority: prio, Metrics: m, Log: p.Log})
 	if err != nil {
 		_ = closeSink()
 		return nil, fmt.Errorf("replica: engine: %w", err)
