@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/internal/dispatch"
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
