@@ -76,4 +76,3 @@ func benchExactRun(t *testing.T, backend string, rate float64, jobs int, env []s
 	})
 	return r
 }
-
