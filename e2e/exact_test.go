@@ -144,11 +144,13 @@ func TestExactSlowRedisLink(t *testing.T) {
 }
 
 // One replica's link to Redis is cut for 5s (the proxy closes its
-// listener and every connection) and then restored. From the cut until
-// the link is back, that replica's last successful pacer call was before
-// the cut, so its arrivals must stop within stopsBy of the cut: one
-// horizon (how far ahead of that call a slot may be), max_lateness (how
-// late a request may leave after its slot) and one loopback round trip.
+// listener and every connection) and then restored. That replica's last
+// successful pacer call was before the cut, so, as for a Redis kill
+// (TestExactRedisKilled), its arrivals must stop within stopsBy of the
+// cut: one horizon (how far ahead of that call a slot may be),
+// max_lateness (how late a request may leave after its slot) and one
+// loopback round trip, until the link is back. Each replica has a sink URL
+// of its own, so the provider's arrivals are told apart by sender.
 // The other replicas go on and take its share (the mean).
 func TestExactCutLink(t *testing.T) {
 	for _, backend := range []string{"redis", "nats"} {
@@ -176,10 +178,15 @@ func TestExactCutLink(t *testing.T) {
 }
 
 // kill -9 of Redis mid-run, restarted on the same port 2s later (with an
-// AOF, so that the Redis queue keeps its jobs). Every replica's last
-// successful pacer call was before the kill, so no arrival may come later
-// than stopsBy after it — one horizon, max_lateness and one loopback round
-// trip — until Redis is back. The mean leaves out the outage, the time
+// AOF, so that the Redis queue keeps its jobs).
+//
+// The promise says: no arrival later than max_lateness + one round trip
+// after the last slot a successful pacer call granted. The test cannot see
+// those calls, only the kill: every successful call ended before it, and
+// a call grants slots at most one horizon ahead of its Redis time, so the
+// last slot lies before kill + horizon. Hence: zero arrivals later than
+// kill + horizon (50ms) + max_lateness (2ms) + 10ms (one loopback round
+// trip and delivery), from then until Redis is back. The mean leaves out the outage, the time
 // the replicas take to reconnect, and the settle time after the first
 // arrival that follows (as at the start of a run).
 func TestExactRedisKilled(t *testing.T) {
