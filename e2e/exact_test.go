@@ -186,7 +186,7 @@ func TestExactCutLink(t *testing.T) {
 // a call grants slots at most one horizon ahead of its Redis time, so the
 // last slot lies before kill + horizon. Hence: zero arrivals later than
 // kill + horizon (50ms) + max_lateness (2ms) + 10ms (one loopback round
-// trip and delivery), from then until Redis is back. The mean leaves out the outage, the time
+// trip and delivery), from then until Redis is restarted. The mean leaves out the outage, the time
 // the replicas take to reconnect, and the settle time after the first
 // arrival that follows (as at the start of a run).
 func TestExactRedisKilled(t *testing.T) {
@@ -202,18 +202,18 @@ func TestExactRedisKilled(t *testing.T) {
 			killedAt := time.Now()
 			// Redis stays down 2s: the length of the fault, not a wait for a condition.
 			<-time.After(2 * time.Second)
+			restartAt := time.Now() // Redis is down until after this
 			c.redis.Restart()
-			backAt := time.Now()
 			c.waitDelivered(jobs, drainTime(jobs, rate))
 			times := arrivalTimes(c.prov.Arrivals())
-			resumed := backAt
-			if after := within(times, backAt, time.Time{}); len(after) > 0 {
+			resumed := restartAt
+			if after := within(times, restartAt, time.Time{}); len(after) > 0 {
 				resumed = after[0]
 			}
-			t.Logf("sending resumed %s after Redis was back", resumed.Sub(backAt).Round(time.Millisecond))
+			t.Logf("sending resumed %s after the restart began", resumed.Sub(restartAt).Round(time.Millisecond))
 			checkExact(t, c, rate, ids, span{killedAt, resumed.Add(settle)})
 			p := promiseOf(t, rate, c.env)
-			checkQuiet(t, "Redis killed", times, killedAt, backAt, p.stopsBy())
+			checkQuiet(t, "Redis killed", times, killedAt, restartAt, p.stopsBy())
 		})
 	}
 }
