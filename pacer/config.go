@@ -49,8 +49,8 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 // Defaults applied by SetDefaults.
 const (
-	DefaultHorizon  = 50 * time.Millisecond
-	DefaultMaxBatch = 64
+	DefaultHorizon     = 50 * time.Millisecond
+	DefaultMaxBatch    = 64
 	DefaultMaxLateness = 2 * time.Millisecond
 	// headroomWindow is the shortest window the default headroom covers.
 	headroomWindow = 100 * time.Millisecond
