@@ -2,11 +2,15 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench bench-micro bench-e2e lint build demo
+.PHONY: test test-long bench bench-micro bench-e2e lint build demo
 
 ## test: every test with the race detector, against real redis-server and NATS started by the tests
 test:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## test-long: the end-to-end pacing cases on both backends, with 30s runs (skipped by `make test`)
+test-long:
+	SLUICE_LONG=1 $(GO) test -race -count=1 -timeout 30m ./e2e/ -run '^TestExact'
 
 ## bench: the micro benchmarks, then the end-to-end table (4 dispatcher processes, real Redis and NATS)
 bench: bench-micro bench-e2e

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,8 +75,15 @@ type cluster struct {
 // env adds SLUICE_* settings for the dispatchers.
 func newCluster(t *testing.T, backend string, rate float64, env ...string) *cluster {
 	t.Helper()
+	return newClusterWith(t, backend, rate, testredis.Options{}, env...)
+}
+
+// newClusterWith is newCluster with Redis started as opts say (AOF, say,
+// for a test that kills and restarts it).
+func newClusterWith(t *testing.T, backend string, rate float64, opts testredis.Options, env ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, backend: backend, name: "e2e" + fmt.Sprint(time.Now().UnixNano()%1e6)}
-	c.redis = testredis.Start(t, testredis.Options{})
+	c.redis = testredis.Start(t, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	var err error
@@ -157,12 +165,19 @@ func (c *cluster) enqueue(prefix, user string, n int) []string {
 // start starts n dispatcher processes.
 func (c *cluster) start(n int, args ...string) []*proc {
 	c.t.Helper()
+	return c.startWith(n, nil, args...)
+}
+
+// startWith starts n dispatcher processes with env added to the cluster's
+// (later settings win).
+func (c *cluster) startWith(n int, env []string, args ...string) []*proc {
+	c.t.Helper()
 	var out []*proc
 	for range n {
 		c.mu.Lock()
 		i := len(c.procs)
 		c.mu.Unlock()
-		p := startProc(c.t, fmt.Sprintf("dispatcher-%d", i), c.env,
+		p := startProc(c.t, fmt.Sprintf("dispatcher-%d", i), append(slices.Clone(c.env), env...),
 			append([]string{"--config", filepath.Join("..", "configs", "sluice.yaml")}, args...)...)
 		c.mu.Lock()
 		c.procs = append(c.procs, p)
@@ -170,6 +185,13 @@ func (c *cluster) start(n int, args ...string) []*proc {
 		out = append(out, p)
 	}
 	return out
+}
+
+// allProcs returns the processes started so far.
+func (c *cluster) allProcs() []*proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.procs)
 }
 
 // delivered returns how many distinct jobs the provider answered 2xx. It
@@ -194,6 +216,25 @@ type proc struct {
 	done   chan struct{}
 	exit   int
 	metric chan string // the metrics URL, once logged
+
+	murlMu sync.Mutex
+	murl   string // the metrics URL, once taken from metric
+}
+
+// metricsURL returns the process's /metrics URL, waiting up to within for
+// it to be logged; ok is false when it was not.
+func (p *proc) metricsURL(within time.Duration) (string, bool) {
+	p.murlMu.Lock()
+	defer p.murlMu.Unlock()
+	if p.murl != "" {
+		return p.murl, true
+	}
+	select {
+	case p.murl = <-p.metric:
+		return p.murl, true
+	case <-time.After(within):
+		return "", false
+	}
 }
 
 var metricsURL = regexp.MustCompile(`msg="sluice: metrics" url=(\S+)`)

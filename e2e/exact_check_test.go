@@ -1,0 +1,143 @@
+package e2e_test
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// promise is what the dispatchers of a cluster promise the provider,
+// read from the SLUICE_PACER_* settings they were started with.
+type promise struct {
+	rate     float64       // pacer.rate, the cap
+	burst    int           // pacer.burst (default 1)
+	headroom float64       // pacer.headroom (default max_lateness/100ms; negative: none)
+	maxLate  time.Duration // pacer.max_lateness (default 2ms)
+	horizon  time.Duration // pacer.horizon (default 50ms)
+}
+
+// promiseOf reads the promise from env (the last setting of a name wins,
+// as in the processes' environment).
+func promiseOf(t *testing.T, rate float64, env []string) promise {
+	t.Helper()
+	p := promise{rate: rate, burst: 1, maxLate: 2 * time.Millisecond, horizon: 50 * time.Millisecond}
+	headroom := math.NaN()
+	for _, kv := range env {
+		name, v, _ := strings.Cut(kv, "=")
+		var err error
+		switch name {
+		case "SLUICE_PACER_BURST":
+			p.burst, err = strconv.Atoi(v)
+		case "SLUICE_PACER_HEADROOM":
+			headroom, err = strconv.ParseFloat(v, 64)
+		case "SLUICE_PACER_MAX_LATENESS":
+			p.maxLate, err = time.ParseDuration(v)
+		case "SLUICE_PACER_HORIZON":
+			p.horizon, err = time.ParseDuration(v)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", kv, err)
+		}
+	}
+	switch {
+	case math.IsNaN(headroom) || headroom == 0:
+		p.headroom = float64(p.maxLate) / float64(100*time.Millisecond)
+	case headroom < 0:
+		p.headroom = 0
+	default:
+		p.headroom = headroom
+	}
+	return p
+}
+
+// max1s and max100ms are the most arrivals a closed window of that length
+// may hold: cap × length + burst.
+func (p promise) max1s() int    { return int(math.Floor(p.rate+1e-9)) + p.burst }
+func (p promise) max100ms() int { return int(math.Floor(p.rate/10+1e-9)) + p.burst }
+
+// minMean is the least mean rate over the saturated part: 99% of the
+// schedule's rate, cap × (1 − headroom).
+func (p promise) minMean() float64 { return 0.99 * p.rate * (1 - p.headroom) }
+
+// stopsBy is how long after the last successful pacer call arrivals may
+// still come: a slot is granted at most one horizon ahead of the call
+// that granted it, its request leaves at most max_lateness after the slot,
+// and reaches the provider within one loopback round trip (10ms here).
+func (p promise) stopsBy() time.Duration { return p.horizon + p.maxLate + 10*time.Millisecond }
+
+// checkExact asserts the promise on every arrival the provider saw: each
+// id delivered, the busiest 1s and 100ms windows within cap × length +
+// burst, and the mean over the saturated part (leaving out quiet spans)
+// at least 99% of cap × (1 − headroom). It logs the figures and returns
+// them.
+func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...span) windowStats {
+	t.Helper()
+	p := promiseOf(t, rate, c.env)
+	arr := c.prov.Arrivals()
+	s := statsOf(arrivalTimes(arr), quiet...)
+	t.Logf("%s, cap %g/s: %d arrivals; busiest 1s %d (bound %d), busiest 100ms %d (bound %d); mean %.1f/s = %.3f of cap over %s (bound %.3f)",
+		t.Name(), rate, s.Count, s.Max1s, p.max1s(), s.Max100ms, p.max100ms(),
+		s.Mean, s.Mean/rate, s.SatTo.Sub(s.SatFrom).Round(10*time.Millisecond), p.minMean()/rate)
+	delivered := map[string]bool{}
+	for _, a := range arr {
+		if a.Delivered() {
+			delivered[a.JobID] = true
+		}
+	}
+	lost := 0
+	for _, id := range ids {
+		if !delivered[id] {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d jobs never delivered", lost, len(ids))
+	}
+	if s.Max1s > p.max1s() {
+		t.Errorf("%d arrivals in the 1s from %s; want at most cap + burst = %d", s.Max1s, s.At1s.Format("15:04:05.000"), p.max1s())
+	}
+	if s.Max100ms > p.max100ms() {
+		t.Errorf("%d arrivals in the 100ms from %s; want at most cap/10 + burst = %d", s.Max100ms, s.At100ms.Format("15:04:05.000"), p.max100ms())
+	}
+	switch {
+	case !s.Saturated:
+		t.Errorf("the run's saturated part is shorter than 1s (%d arrivals from %s to %s): too short to judge the mean", s.Count, s.SatFrom, s.SatTo)
+	case s.Mean < p.minMean():
+		t.Errorf("mean %.1f/s over the saturated part; want at least 0.99 × cap × (1 − headroom %.3f) = %.1f/s", s.Mean, p.headroom, p.minMean())
+	}
+	return s
+}
+
+// checkQuiet asserts that none of times falls after event + after and
+// before until, and logs how late the last one before until came.
+func checkQuiet(t *testing.T, what string, times []time.Time, event, until time.Time, after time.Duration) {
+	t.Helper()
+	late := within(times, event.Add(after).Add(time.Nanosecond), until)
+	lastGap := "none"
+	if w := within(times, event, until); len(w) > 0 {
+		lastGap = w[len(w)-1].Sub(event).Round(100 * time.Microsecond).String()
+	}
+	t.Logf("%s: %d arrivals in the %s after it, the last %s after it; %d later than %s (want 0)",
+		what, len(within(times, event, until)), until.Sub(event).Round(time.Millisecond), lastGap, len(late), after)
+	if len(late) > 0 {
+		t.Errorf("%s: %d arrivals later than %s after it, the first %s after it; want none until %s after it",
+			what, len(late), after, late[0].Sub(event).Round(100*time.Microsecond), until.Sub(event).Round(time.Millisecond))
+	}
+}
+
+// long skips t unless SLUICE_LONG is set (make test-long).
+func long(t *testing.T) {
+	t.Helper()
+	if os.Getenv("SLUICE_LONG") == "" {
+		t.Skip("set SLUICE_LONG=1 (make test-long) to run the longer end-to-end cases")
+	}
+}
+
+// exactName names a case.
+func exactName(backend string, replicas int, rate float64) string {
+	return fmt.Sprintf("%s/%dx/cap%g", backend, replicas, rate)
+}

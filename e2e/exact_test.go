@@ -1,0 +1,246 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/mockprovider"
+)
+
+// The promise: the provider never sees more than the cap, from any number
+// of replicas, judged by its own arrival times. Every test here judges a
+// run only on what the provider saw (checkExact): every job delivered,
+// busiest closed 1s window ≤ cap + burst, busiest 100ms ≤ cap/10 + burst,
+// mean over the saturated part ≥ 0.99 × cap × (1 − headroom).
+//
+// Runs are about five seconds at caps of 300–500/s, so that the whole set
+// stays near a minute and a half of `make test`; `make test-long` adds
+// every case on both backends and 30s runs.
+
+// drainTime bounds how long n jobs take at rate, generously.
+func drainTime(n int, rate float64) time.Duration {
+	return 30*time.Second + time.Duration(3*float64(n)/rate*float64(time.Second))
+}
+
+// A saturated backlog, drained by 1, 4 or 16 replicas. Sixteen processes
+// on two cores get GOMAXPROCS=1 each and a lower cap.
+func TestExactSaturated(t *testing.T) {
+	for _, tc := range []struct {
+		backend  string
+		replicas int
+		rate     float64
+		secs     int
+		long     bool
+	}{
+		{"redis", 1, 500, 5, false},
+		{"redis", 4, 500, 5, false},
+		{"redis", 16, 300, 5, false},
+		{"nats", 4, 500, 5, false},
+		{"nats", 1, 500, 5, true},
+		{"nats", 16, 300, 5, true},
+		{"redis", 4, 500, 30, true},
+		{"nats", 4, 500, 30, true},
+	} {
+		t.Run(fmt.Sprintf("%s/%ds", exactName(tc.backend, tc.replicas, tc.rate), tc.secs), func(t *testing.T) {
+			if tc.long {
+				long(t)
+			}
+			jobs := int(tc.rate) * tc.secs
+			c := newCluster(t, tc.backend, tc.rate)
+			ids := c.enqueue("sat", "bob", jobs)
+			var env []string
+			if tc.replicas > 4 {
+				env = append(env, "GOMAXPROCS=1")
+			}
+			c.startWith(tc.replicas, env)
+			c.waitDelivered(jobs, drainTime(jobs, tc.rate))
+			checkExact(t, c, tc.rate, ids)
+		})
+	}
+}
+
+// Uneven load, most jobs in one replica's reach: the provider answers each
+// request after 50ms, one replica may have 256 requests in flight and the
+// three others only one each, so that they can send at most 20/s apiece
+// and the first replica sends most of the 300/s. Slots the pacer grants to
+// a replica that cannot use them in time must not be spent late, and
+// must not be lost to the others either (the mean).
+func TestExactUneven(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "nats" {
+				long(t)
+			}
+			const rate, jobs = 300.0, 1500
+			c := newCluster(t, backend, rate)
+			c.prov.SetResponder(func(mockprovider.Arrival) mockprovider.Answer {
+				return mockprovider.Answer{Status: 200, Delay: 50 * time.Millisecond}
+			})
+			who := newSenders(c.prov)
+			ids := c.enqueue("uneven", "bob", jobs)
+			for i, inFlight := range []int{256, 1, 1, 1} {
+				c.startWith(1, []string{
+					"SLUICE_SINK_URL=" + who.sinkURL(t, fmt.Sprintf("r%d", i)),
+					fmt.Sprintf("SLUICE_SINK_MAX_IN_FLIGHT=%d", inFlight),
+				})
+			}
+			c.waitDelivered(jobs, drainTime(jobs, rate))
+			checkExact(t, c, rate, ids)
+			shares := who.shares(c.prov.Arrivals())
+			t.Logf("arrivals by replica (in flight 256, 1, 1, 1): %v", shares)
+			if shares["r0"] < jobs/2 {
+				t.Errorf("replica r0 sent %d of %d jobs; the case needs most of them in its reach", shares["r0"], jobs)
+			}
+		})
+	}
+}
+
+// startBehindLink starts one replica whose Redis link goes through a proxy
+// (tagged r0) and n−1 replicas with a direct link (r1…), every one with a
+// sink URL of its own, and returns the link and the tags.
+func startBehindLink(t *testing.T, c *cluster, n int) (*redisLink, *senders) {
+	t.Helper()
+	link := newRedisLink(t, c.redis.Addr())
+	who := newSenders(c.prov)
+	c.startWith(1, []string{"SLUICE_REDIS_URL=" + link.url(), "SLUICE_SINK_URL=" + who.sinkURL(t, "r0")})
+	for i := 1; i < n; i++ {
+		c.startWith(1, []string{"SLUICE_SINK_URL=" + who.sinkURL(t, fmt.Sprintf("r%d", i))})
+	}
+	return link, who
+}
+
+// One replica of four reaches Redis through a slow link: its replies come
+// 40ms late, or 50 ± 20ms late. Slots it is granted reach it late, and
+// its clock's view of Redis time drifts with the delay; it must forfeit
+// what it cannot send in time rather than send late.
+func TestExactSlowRedisLink(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		for _, tc := range []struct {
+			name            string
+			latency, jitter time.Duration
+		}{
+			{"latency40ms", 40 * time.Millisecond, 0},
+			{"jitter50±20ms", 50 * time.Millisecond, 20 * time.Millisecond},
+		} {
+			t.Run(backend+"/"+tc.name, func(t *testing.T) {
+				if backend == "nats" {
+					long(t)
+				}
+				const rate, jobs = 300.0, 1500
+				c := newCluster(t, backend, rate)
+				ids := c.enqueue("slow", "bob", jobs)
+				link := newRedisLink(t, c.redis.Addr())
+				link.delay(tc.latency, tc.jitter)
+				c.startWith(1, []string{"SLUICE_REDIS_URL=" + link.url()})
+				c.start(3)
+				c.waitDelivered(jobs, drainTime(jobs, rate))
+				checkExact(t, c, rate, ids)
+			})
+		}
+	}
+}
+
+// One replica's link to Redis is cut for 5s (the proxy closes its
+// listener and every connection) and then restored. That replica's last
+// successful pacer call was before the cut, so, as for a Redis kill
+// (TestExactRedisKilled), its arrivals must stop within stopsBy of the
+// cut: one horizon (how far ahead of that call a slot may be),
+// max_lateness (how late a request may leave after its slot) and one
+// loopback round trip, until the link is back. Each replica has a sink URL
+// of its own, so the provider's arrivals are told apart by sender.
+// The other replicas go on and take its share (the mean).
+func TestExactCutLink(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "nats" {
+				long(t)
+			}
+			const rate, jobs = 300.0, 2400
+			c := newCluster(t, backend, rate, "SLUICE_QUEUE_VISIBILITY_TIMEOUT=3s")
+			ids := c.enqueue("cut", "bob", jobs)
+			link, who := startBehindLink(t, c, 4)
+			c.waitDelivered(300, 30*time.Second)
+			link.cut()
+			cutAt := time.Now()
+			// The cut lasts 5s: the length of the fault, not a wait for a condition.
+			<-time.After(5 * time.Second)
+			restoredAt := time.Now()
+			link.restore()
+			c.waitDelivered(jobs, drainTime(jobs, rate))
+			checkExact(t, c, rate, ids)
+			p := promiseOf(t, rate, c.env)
+			checkQuiet(t, "r0's link cut", arrivalTimes(who.from(c.prov.Arrivals(), "r0")), cutAt, restoredAt, p.stopsBy())
+		})
+	}
+}
+
+// kill -9 of Redis mid-run, restarted on the same port 2s later (with an
+// AOF, so that the Redis queue keeps its jobs).
+//
+// The promise says: no arrival later than max_lateness + one round trip
+// after the last slot a successful pacer call granted. The test cannot see
+// those calls, only the kill: every successful call ended before it, and
+// a call grants slots at most one horizon ahead of its Redis time, so the
+// last slot lies before kill + horizon. Hence: zero arrivals later than
+// kill + horizon (50ms) + max_lateness (2ms) + 10ms (one loopback round
+// trip and delivery), from then until Redis is restarted. The mean leaves out the outage, the time
+// the replicas take to reconnect, and the settle time after the first
+// arrival that follows (as at the start of a run).
+func TestExactRedisKilled(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) {
+			const rate, jobs = 300.0, 2100
+			c := newClusterWith(t, backend, rate, testredis.Options{AOF: true}, "SLUICE_QUEUE_VISIBILITY_TIMEOUT=3s")
+			testredis.RequireReal(t, c.redis)
+			ids := c.enqueue("kill", "bob", jobs)
+			c.start(4)
+			c.waitDelivered(300, 30*time.Second)
+			c.redis.Kill()
+			killedAt := time.Now()
+			// Redis stays down 2s: the length of the fault, not a wait for a condition.
+			<-time.After(2 * time.Second)
+			restartAt := time.Now() // Redis is down until after this
+			c.redis.Restart()
+			c.waitDelivered(jobs, drainTime(jobs, rate))
+			times := arrivalTimes(c.prov.Arrivals())
+			resumed := restartAt
+			if after := within(times, restartAt, time.Time{}); len(after) > 0 {
+				resumed = after[0]
+			}
+			t.Logf("sending resumed %s after the restart began", resumed.Sub(restartAt).Round(time.Millisecond))
+			checkExact(t, c, rate, ids, span{killedAt, resumed.Add(settle)})
+			p := promiseOf(t, rate, c.env)
+			checkQuiet(t, "Redis killed", times, killedAt, restartAt, p.stopsBy())
+		})
+	}
+}
+
+// The pacer's key is deleted three times mid-run: the schedule restarts,
+// but no earlier than any slot a replica may still hold.
+func TestExactPacerKeyDeleted(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "nats" {
+				long(t)
+			}
+			const rate, jobs = 300.0, 1800
+			c := newCluster(t, backend, rate)
+			ids := c.enqueue("del", "bob", jobs)
+			c.start(4)
+			rc := c.redis.Client()
+			key := "sluice:{" + c.name + "}:pacer" // pacer/keys.go
+			for _, at := range []int{300, 700, 1100} {
+				c.waitDelivered(at, 30*time.Second)
+				n, err := rc.Del(context.Background(), key).Result()
+				if err != nil || n != 1 {
+					t.Fatalf("DEL %s: %d, %v; want 1 key deleted", key, n, err)
+				}
+			}
+			c.waitDelivered(jobs, drainTime(jobs, rate))
+			checkExact(t, c, rate, ids)
+		})
+	}
+}
