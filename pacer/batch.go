@@ -26,6 +26,10 @@ type batchPolicy struct {
 	claimGap  time.Duration // moving average of the time between claims
 	interval  time.Duration // between slots, as the last grant said
 	waitScore float64       // moving average of claims that waited (1) or not (0)
+	// wasteScore is the moving average of refills that followed dropped
+	// slots (1) or not (0): a replica that waits for its slots but lets
+	// them pass unclaimed (it has little room in flight) is not saturated.
+	wasteScore float64
 }
 
 const (
@@ -77,11 +81,14 @@ func (b *batchPolicy) noteInterval(d time.Duration) { b.interval = d }
 // sharers replicas on the schedule; uncertain says the clock map cannot
 // place slots within the lateness bound.
 func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
+	wasted := 0.0
 	if b.dropped > 0 {
 		b.next = max(1, b.next/2)
+		wasted = 1
 	} else {
 		b.next = min(b.maxBatch, b.next*2)
 	}
+	b.wasteScore = waitMemory*b.wasteScore + (1-waitMemory)*wasted
 	b.dropped = 0
 	if uncertain {
 		return need
@@ -90,9 +97,10 @@ func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
 }
 
 // limit bounds a batch: a saturated replica's fair share of the horizon,
-// or what a lightly loaded one can use (useful).
+// or what a lightly loaded one can use (useful). Saturated means most
+// claims waited for their slot and few refills followed waste.
 func (b *batchPolicy) limit(sharers int) int {
-	if b.waitScore < saturatedScore || b.interval <= 0 {
+	if b.waitScore < saturatedScore || b.wasteScore > 1-saturatedScore || b.interval <= 0 {
 		return b.useful()
 	}
 	fair := int(float64(b.horizon) / float64(b.interval) / float64(max(1, sharers)))
