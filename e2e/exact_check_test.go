@@ -82,6 +82,9 @@ func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...s
 	t.Logf("%s, cap %g/s: %d arrivals; busiest 1s %d (bound %d), busiest 100ms %d (bound %d); mean %.1f/s = %.3f of cap over %s (bound %.3f)",
 		t.Name(), rate, s.Count, s.Max1s, p.max1s(), s.Max100ms, p.max100ms(),
 		s.Mean, s.Mean/rate, s.SatTo.Sub(s.SatFrom).Round(10*time.Millisecond), p.minMean()/rate)
+	if m, err := scrapeAll(c); err == nil {
+		t.Logf("replicas: lateness p50/p99/max %s; forfeited %s", m.latenessText(), m.forfeitText())
+	}
 	delivered := map[string]bool{}
 	for _, a := range arr {
 		if a.Delivered() {

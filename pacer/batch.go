@@ -26,10 +26,13 @@ type batchPolicy struct {
 	claimGap  time.Duration // moving average of the time between claims
 	interval  time.Duration // between slots, as the last grant said
 	waitScore float64       // moving average of claims that waited (1) or not (0)
-	// wasteScore is the moving average of refills that followed dropped
-	// slots (1) or not (0): a replica that waits for its slots but lets
-	// them pass unclaimed (it has little room in flight) is not saturated.
-	wasteScore float64
+	// lastSlot is the time of the slot the last claim was for, and
+	// claimDelay the moving average of how long after it the next claim
+	// came: a saturated replica claims its next slot as soon as it has
+	// sent on the last; one with little room in flight (a slow provider)
+	// comes back much later, however long it then waits for its slot.
+	lastSlot   time.Time
+	claimDelay time.Duration
 }
 
 const (
@@ -58,8 +61,15 @@ func (b *batchPolicy) noteWait(waited bool) {
 	b.waitScore = waitMemory*b.waitScore + (1-waitMemory)*w
 }
 
+// noteSlot records the time of the slot a claim was for.
+func (b *batchPolicy) noteSlot(at time.Time) { b.lastSlot = at }
+
 // noteClaim records a claim at now.
 func (b *batchPolicy) noteClaim(now time.Time) {
+	if !b.lastSlot.IsZero() {
+		d := max(now.Sub(b.lastSlot), 0)
+		b.claimDelay = (claimGapMemory*b.claimDelay + d) / (claimGapMemory + 1)
+	}
 	if !b.lastClaim.IsZero() {
 		gap := now.Sub(b.lastClaim)
 		if b.claimGap == 0 {
@@ -81,14 +91,11 @@ func (b *batchPolicy) noteInterval(d time.Duration) { b.interval = d }
 // sharers replicas on the schedule; uncertain says the clock map cannot
 // place slots within the lateness bound.
 func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
-	wasted := 0.0
 	if b.dropped > 0 {
 		b.next = max(1, b.next/2)
-		wasted = 1
 	} else {
 		b.next = min(b.maxBatch, b.next*2)
 	}
-	b.wasteScore = waitMemory*b.wasteScore + (1-waitMemory)*wasted
 	b.dropped = 0
 	if uncertain {
 		return need
@@ -98,9 +105,9 @@ func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
 
 // limit bounds a batch: a saturated replica's fair share of the horizon,
 // or what a lightly loaded one can use (useful). Saturated means most
-// claims waited for their slot and few refills followed waste.
+// claims waited for their slot and came right after the previous slot.
 func (b *batchPolicy) limit(sharers int) int {
-	if b.waitScore < saturatedScore || b.wasteScore > 1-saturatedScore || b.interval <= 0 {
+	if b.waitScore < saturatedScore || b.claimDelay > b.interval || b.interval <= 0 {
 		return b.useful()
 	}
 	fair := int(float64(b.horizon) / float64(b.interval) / float64(max(1, sharers)))

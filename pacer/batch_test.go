@@ -14,7 +14,7 @@ func TestBatchPolicy(t *testing.T) {
 		waits     int           // claims that waited for their slot, recorded first
 		gap       time.Duration // between claims (0: no claims recorded)
 		dropped   int
-		waste     int // refills that followed drops, recorded before dropped
+		slotLag   time.Duration // each claim comes this long after the previous slot
 		sharers   int
 		uncertain bool
 		sizes     []int // successive answers to size(1, …)
@@ -27,10 +27,11 @@ func TestBatchPolicy(t *testing.T) {
 			sizes: []int{2, 2, 2}},
 		{name: "uncertain clock: one slot at a time", sharers: 1, uncertain: true, sizes: []int{1, 1, 1}},
 		{name: "waste halves", sharers: 1, dropped: 5, sizes: []int{1, 2, 4}},
-		// Waits for its slots but lets most pass (one request in flight, a
-		// slow provider): one slot at a time, not a fair share to waste.
-		{name: "waiting yet wasting is not saturated", waits: 10, gap: 50 * time.Millisecond, sharers: 4,
-			dropped: 3, waste: 5, sizes: []int{1, 1, 1}},
+		// Waits for its slots, but claims each 50ms after the last (one
+		// request in flight, a slow provider): one slot at a time, not a
+		// fair share to waste.
+		{name: "waiting yet slow to come back is not saturated", waits: 10, gap: 50 * time.Millisecond,
+			slotLag: 45 * time.Millisecond, sharers: 4, sizes: []int{1, 1, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,12 +42,10 @@ func TestBatchPolicy(t *testing.T) {
 			}
 			if tt.gap > 0 {
 				for i := range 20 {
-					b.noteClaim(t0.Add(time.Duration(i) * tt.gap))
+					now := t0.Add(time.Duration(i) * tt.gap)
+					b.noteClaim(now)
+					b.noteSlot(now.Add(tt.gap - tt.slotLag))
 				}
-			}
-			for range tt.waste {
-				b.noteDropped(1)
-				b.size(1, tt.sharers, false)
 			}
 			b.noteDropped(tt.dropped)
 			for i, want := range tt.sizes {

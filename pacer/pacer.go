@@ -111,6 +111,7 @@ func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
 		last := held[len(held)-1]
 		p.mu.Lock()
 		p.batch.noteWait(last.local.After(p.cfg.Clock.Now()))
+		p.batch.noteSlot(last.local)
 		p.mu.Unlock()
 		p.topUp(ctx, last.local)
 		if err := p.sleepUntil(ctx, last.local); err != nil {
