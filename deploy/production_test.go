@@ -20,7 +20,7 @@ var demoOnly = []string{
 	"github.com/nats-io/nats-server/v2",
 	"gonum.org/v1/plot",
 	"github.com/sluicehq/sluice/internal/demo",
-	"github.com/sluicehq/sluice/mockprovider",
+	"github.com/sluicehq/sluice/internal/mockprovider",
 }
 
 // productionCommands are the binaries that run in production.

@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/mockprovider"
 	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testnats"
 	"github.com/sluicehq/sluice/internal/testredis"
-	"github.com/sluicehq/sluice/mockprovider"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/natsq"
