@@ -2,11 +2,19 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench bench-micro bench-e2e lint build demo
+.PHONY: test tidy-check bench bench-micro bench-e2e lint build demo
 
-## test: every test with the race detector, against real redis-server and NATS started by the tests
-test:
+## test: go.mod and go.sum tidy, then every test of both modules (the root, and deploy/ with the
+## Compose, BuildKit and Prometheus libraries its checks need) with the race detector, against
+## real redis-server and NATS started by the tests
+test: tidy-check
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	cd deploy && $(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## tidy-check: fail when go mod tidy would change either module's go.mod or go.sum
+tidy-check:
+	$(GO) mod tidy -diff
+	cd deploy && $(GO) mod tidy -diff
 
 ## bench: the micro benchmarks, then the end-to-end table (4 dispatcher processes, real Redis and NATS)
 bench: bench-micro bench-e2e
@@ -20,6 +28,7 @@ bench-e2e:
 ## lint: go vet and staticcheck
 lint:
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 
 ## build: the static binaries the image ships, into ./bin, as the Dockerfile builds them:
