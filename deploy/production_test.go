@@ -26,8 +26,8 @@ var demoOnly = []string{
 // productionCommands are the binaries that run in production.
 var productionCommands = []string{"./cmd/dispatcher", "./cmd/producer", "./cmd/healthcheck"}
 
-// goListDeps returns the import paths ./cmd/... pkg depends on when built
-// with tags.
+// goListDeps returns the import paths pkg (and pkg itself) depends on when
+// built with tags, as go list -deps prints them.
 func goListDeps(t *testing.T, tags, pkg string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
