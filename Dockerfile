@@ -12,6 +12,8 @@
 #
 # The go build line is the one the tests in deploy/ run in CI (make test), so
 # the binaries the image ships are built the same way the tests build them.
+# -tags production leaves the demo (embedded Redis and NATS, charts) out of
+# the dispatcher; deploy/production_test.go checks it stays out.
 
 ARG GO_VERSION=1.26
 
@@ -24,7 +26,7 @@ COPY . .
 ARG TARGETOS
 ARG TARGETARCH
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    GOOS=$TARGETOS GOARCH=$TARGETARCH CGO_ENABLED=0 go build -trimpath -o /out/ ./cmd/...
+    GOOS=$TARGETOS GOARCH=$TARGETARCH CGO_ENABLED=0 go build -trimpath -tags production -o /out/ ./cmd/dispatcher ./cmd/producer ./cmd/mockprovider ./cmd/healthcheck
 
 FROM gcr.io/distroless/static-debian12:nonroot AS runtime
 COPY --from=build /out/ /usr/local/bin/

@@ -2,11 +2,19 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-long bench bench-micro bench-e2e lint build demo
+.PHONY: test test-long tidy-check bench bench-micro bench-e2e lint build demo
 
-## test: every test with the race detector, against real redis-server and NATS started by the tests
-test:
+## test: go.mod and go.sum tidy, then every test of both modules (the root, and deploy/ with the
+## Compose, BuildKit and Prometheus libraries its checks need) with the race detector, against
+## real redis-server and NATS started by the tests
+test: tidy-check
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	cd deploy && $(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## tidy-check: fail when go mod tidy would change either module's go.mod or go.sum
+tidy-check:
+	$(GO) mod tidy -diff
+	cd deploy && $(GO) mod tidy -diff
 
 ## test-long: the end-to-end pacing cases on both backends, with 30s runs (skipped by `make test`)
 test-long:
@@ -24,12 +32,15 @@ bench-e2e:
 ## lint: go vet and staticcheck
 lint:
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 
-## build: static binaries into ./bin, with the flags the Dockerfile uses
+## build: the static binaries the image ships, into ./bin, as the Dockerfile builds them:
+## -tags production leaves the demo (embedded Redis and NATS, charts) out of the dispatcher
+BINARIES := ./cmd/dispatcher ./cmd/producer ./cmd/mockprovider ./cmd/healthcheck
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -tags production -o bin/ $(BINARIES)
 
-## demo: the one-command demo (no servers needed)
+## demo: the one-command demo (no servers needed); go run ./cmd/dispatcher --demo runs the same
 demo:
-	$(GO) run ./cmd/dispatcher --demo
+	$(GO) run ./cmd/demo

@@ -108,10 +108,17 @@ func TestDockerfilePassesBuildKitsChecks(t *testing.T) {
 func TestDockerfileBuildsStaticBinariesWithCIsFlags(t *testing.T) {
 	b := dockerBuildLine(t)
 	f := strings.Fields(b.shell)
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/..."} {
-		if !slices.Contains(f, want) {
-			t.Errorf("Dockerfile:%d: %q lacks %s", b.line, b.shell, want)
+	want := []string{"CGO_ENABLED=0", "-trimpath"}
+	for _, name := range imageBinaries {
+		want = append(want, "./cmd/"+name)
+	}
+	for _, w := range want {
+		if !slices.Contains(f, w) {
+			t.Errorf("Dockerfile:%d: %q lacks %s", b.line, b.shell, w)
 		}
+	}
+	if tags := flagValue(f, "-tags"); tags != "production" {
+		t.Errorf("Dockerfile:%d: -tags %q, want production (no demo in the image)", b.line, tags)
 	}
 	if !strings.HasSuffix(b.outDir, "/") {
 		t.Errorf("Dockerfile:%d: -o %q, want a directory (ending in /) for several commands", b.line, b.outDir)

@@ -19,10 +19,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/mockprovider"
 	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/internal/testnats"
 	"github.com/sluicehq/sluice/internal/testredis"
-	"github.com/sluicehq/sluice/mockprovider"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/natsq"
@@ -39,7 +39,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "github.com/sluicehq/sluice/cmd/dispatcher")
+	// Built as the image builds it (-tags production: no demo linked in).
+	cmd := exec.Command("go", "build", "-tags", "production", "-o", dir+string(os.PathSeparator), "github.com/sluicehq/sluice/cmd/dispatcher")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)

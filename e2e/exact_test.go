@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testredis"
-	"github.com/sluicehq/sluice/mockprovider"
+	"github.com/sluicehq/sluice/internal/mockprovider"
 )
 
 // The promise: the provider never sees more than the cap, from any number

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/mockprovider"
+	"github.com/sluicehq/sluice/internal/mockprovider"
 )
 
 // The promise is judged on the provider's arrival times alone. These

@@ -1,3 +1,10 @@
+//go:build !production
+
+// The demo's wiring: built by default, so that `go run ./cmd/dispatcher
+// --demo` works from a checkout, and left out with -tags production (make
+// build, the Dockerfile), so that the binaries that ship link no embedded
+// Redis, NATS server or charts. demo_production.go is the other half.
+
 package main
 
 import (
@@ -7,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/cli"
-
 	"github.com/sluicehq/sluice/internal/demo"
 )
 
@@ -20,9 +26,7 @@ type demoFlags struct {
 func (d *demoFlags) register(root *cobra.Command) {
 	f := root.Flags()
 	f.BoolVar(&d.enabled, "demo", false, "run everything embedded on this machine (Redis, provider, 2 replicas, a burst of jobs): no servers needed")
-	f.StringVar(&d.opts.Backend, "demo-backend", "redis", "queue of the demo: redis (embedded miniredis) or nats (embedded JetStream)")
-	f.IntVar(&d.opts.Jobs, "demo-jobs", 2000, "jobs the demo bursts into the queue")
-	f.StringVar(&d.opts.Chart, "demo-chart", "", "where the demo writes its chart (.svg or .png; default sluice-demo.svg in the temp dir)")
+	demo.RegisterFlags(f, "demo-", &d.opts)
 }
 
 func runDemo(ctx context.Context, g *globals, d demoFlags) error {

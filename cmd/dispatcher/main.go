@@ -3,7 +3,7 @@
 // Run as many as you like on the same configuration.
 //
 //	dispatcher --config configs/sluice.yaml     # run one replica
-//	dispatcher --demo                           # everything embedded, no servers needed
+//	dispatcher --demo                           # everything embedded, no servers needed (not with -tags production)
 //	dispatcher status | set-rate N | pause | resume | dlq list | dlq requeue
 package main
 

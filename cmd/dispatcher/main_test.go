@@ -77,3 +77,12 @@ func TestAdminOnRedis(t *testing.T) {
 		t.Errorf("dlq requeue of an unknown id: exit %d, %q; want 1, not found", code, stderr)
 	}
 }
+
+// --demo reaches the demo in a default build (demo.go): a bad backend is
+// the demo's own error.
+func TestDemoFlags(t *testing.T) {
+	code, _, stderr := runCmd(t, nil, "--demo", "--demo-backend", "kafka")
+	if code != 1 || !strings.Contains(stderr, "backend must be redis or nats") {
+		t.Errorf("dispatcher --demo --demo-backend kafka: exit %d, stderr %q; want 1 and the demo's backend error", code, stderr)
+	}
+}

@@ -3,17 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/sluicehq/sluice/internal/backend"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/queue/natsq"
-	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // session is the configuration, the queue and the producer on it.
@@ -37,7 +33,6 @@ func (g *globals) open(ctx context.Context, cfg *config.Config) (*session, error
 		_ = s.close()
 		return nil, failure(err)
 	}
-	s.closers = append([]func() error{q.Close}, s.closers...)
 	s.p, err = newProducer(q, cfg)
 	if err != nil {
 		_ = s.close()
@@ -47,31 +42,18 @@ func (g *globals) open(ctx context.Context, cfg *config.Config) (*session, error
 	return s, nil
 }
 
+// openQueue opens the queue of cfg's backend. It dials only what that
+// backend needs: with backend nats, Redis is not used.
 func (s *session) openQueue(ctx context.Context) (queue.Queue, error) {
-	qcfg := s.cfg.QueueConfig()
-	if s.cfg.Queue.Backend == config.BackendNATS {
-		nc, err := s.cfg.ConnectNATS(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("nats: %w", err)
-		}
-		// Every publish was acknowledged before Enqueue returned, so there
-		// is nothing to drain.
-		s.closers = append(s.closers, func() error { nc.Close(); return nil })
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return nil, fmt.Errorf("jetstream: %w", err)
-		}
-		return natsq.New(ctx, js, qcfg, natsq.WithLogger(s.log))
-	}
-	rdb, err := s.cfg.RedisClient()
+	q, closeQueue, err := backend.Open(ctx, s.cfg, backend.Options{Log: s.log})
 	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
+		return nil, err
 	}
-	s.closers = append(s.closers, rdb.Close)
-	return redisq.New(rdb, qcfg)
+	s.closers = append(s.closers, closeQueue)
+	return q, nil
 }
 
-// close closes the queue, then the connection under it.
+// close closes the queue, then the connection Open dialed for it.
 func (s *session) close() error {
 	var errs []error
 	for _, c := range s.closers {

@@ -22,8 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/mockprovider"
 	"github.com/sluicehq/sluice/internal/replica"
-	"github.com/sluicehq/sluice/mockprovider"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/queue"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/mockprovider"
+	"github.com/sluicehq/sluice/internal/mockprovider"
 )
 
 // watch prints a line a second until every job was delivered or ctx ends.

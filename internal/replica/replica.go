@@ -13,14 +13,12 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/backend"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/queue/natsq"
-	"github.com/sluicehq/sluice/queue/redisq"
 	"github.com/sluicehq/sluice/sink"
 )
 
@@ -52,8 +50,8 @@ type Parts struct {
 	closers []func() error
 }
 
-// Open connects to Redis (and NATS when the queue backend is nats) and
-// opens the queue and the pacer of cfg.
+// Open connects to Redis and opens the pacer of cfg, and its queue with
+// backend.Open (sharing the Redis client with the redis backend).
 func Open(ctx context.Context, cfg *config.Config, opts Options) (*Parts, error) {
 	p := &Parts{ID: opts.ID, Config: cfg, Log: opts.Log}
 	if p.ID == "" {
@@ -85,31 +83,13 @@ func (p *Parts) open(ctx context.Context, opts Options) error {
 		return fmt.Errorf("replica: pacer: %w", err)
 	}
 	p.Pacer = pc
-	qcfg := p.Config.QueueConfig()
-	qcfg.Consumer = p.ID
-	switch p.Config.Queue.Backend {
-	case config.BackendNATS:
-		nc := opts.NATS
-		if nc == nil {
-			if nc, err = p.Config.ConnectNATS(ctx); err != nil {
-				return fmt.Errorf("replica: nats: %w", err)
-			}
-			p.closers = append(p.closers, func() error { return nc.Drain() })
-		}
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return fmt.Errorf("replica: jetstream: %w", err)
-		}
-		if p.Queue, err = natsq.New(ctx, js, qcfg, natsq.WithLogger(p.Log)); err != nil {
-			return fmt.Errorf("replica: queue: %w", err)
-		}
-	default:
-		if p.Queue, err = redisq.New(p.Redis, qcfg); err != nil {
-			return fmt.Errorf("replica: queue: %w", err)
-		}
+	q, closeQueue, err := backend.Open(ctx, p.Config, backend.Options{Consumer: p.ID, Redis: p.Redis, NATS: opts.NATS, Log: p.Log})
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
 	}
-	// The queue closes before the connections it runs on.
-	p.closers = append([]func() error{p.Queue.Close}, p.closers...)
+	p.Queue = q
+	// The queue (and the NATS connection it dialed) closes before Redis.
+	p.closers = append([]func() error{closeQueue}, p.closers...)
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/mockprovider"
+	"github.com/sluicehq/sluice/internal/mockprovider"
 )
 
 func TestRecordsHeaders(t *testing.T) {
