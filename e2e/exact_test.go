@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/internal/mockprovider"
+	"github.com/sluicehq/sluice/internal/testredis"
 )
 
 // The promise: the provider never sees more than the cap, from any number
