@@ -121,14 +121,21 @@ func (c *Config) Validate() error {
 }
 
 // laneTarget is how many jobs a lane holds fetched. The lowest lane holds
-// enough for Lookahead at this replica's share of RateHint: any job above it takes the slot first
-// anyway. Higher lanes hold two fetch chunks (about 20ms of slots), so
-// that a burst in them is shared by every replica. At least 1, at most
-// MaxLaneBuffer.
-func (c *Config) laneTarget(lowest bool, replicas int) int {
+// enough for Lookahead at this replica's share of RateHint, or at the rate
+// it can send (sendRate: its room in flight over the provider's answer
+// time, 0 when unknown) when that is less, so that a replica with little
+// room does not hold jobs the others could send: any job above it takes
+// the slot first anyway. Higher lanes hold two fetch chunks (about 20ms of
+// slots), so that a burst in them is shared by every replica. At least 1,
+// at most MaxLaneBuffer.
+func (c *Config) laneTarget(lowest bool, replicas int, sendRate float64) int {
 	n := 2 * c.fetchChunk(replicas)
 	if lowest {
-		n = int(c.RateHint*c.Lookahead.Seconds()/float64(max(replicas, 1))) + 1
+		rate := c.RateHint / float64(max(replicas, 1))
+		if sendRate > 0 {
+			rate = min(rate, sendRate)
+		}
+		n = int(rate*c.Lookahead.Seconds()) + 1
 	}
 	return min(max(n, 1), c.MaxLaneBuffer)
 }

@@ -63,6 +63,7 @@ type Engine struct {
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
 	open     atomic.Int64        // requests open to the provider
+	latency  atomic.Int64        // moving average of the provider's answer time, nanoseconds
 	replicas atomic.Int64        // replicas sharing the rate, as last told
 	acks     chan queue.Delivery // to the ack loop, when the queue acks in batches
 
@@ -208,13 +209,20 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 	}
 }
 
-// retryDelay backs off after repeated backend failures: 50ms doubling to 2s.
+// maxRetryDelay caps the back-off after backend failures: a replica asks
+// again at least twice a second, so that it is sending again within half
+// a second of Redis or NATS coming back (a few calls a second cost a
+// backend nothing).
+const maxRetryDelay = 500 * time.Millisecond
+
+// retryDelay backs off after repeated backend failures: 50ms doubling to
+// maxRetryDelay.
 func (e *Engine) retryDelay(failures int) time.Duration {
 	d := 50 * time.Millisecond
-	for i := 1; i < failures && d < 2*time.Second; i++ {
+	for i := 1; i < failures && d < maxRetryDelay; i++ {
 		d *= 2
 	}
-	return min(d, 2*time.Second)
+	return min(d, maxRetryDelay)
 }
 
 // waitTimeout waits for wg up to d; false when d passed first.

@@ -16,7 +16,7 @@ func (e *Engine) fetchLoop(ctx context.Context, i int) {
 	failures := 0
 	for {
 		replicas := int(e.replicas.Load())
-		want, err := e.buf.waitForRoom(ctx, i, e.cfg.laneTarget(lowest, replicas))
+		want, err := e.buf.waitForRoom(ctx, i, e.cfg.laneTarget(lowest, replicas, e.sendRate()))
 		if err != nil {
 			return
 		}
@@ -110,4 +110,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// noteLatency folds one answer time into the moving average (weight 1/8).
+func (e *Engine) noteLatency(d time.Duration) {
+	old := e.latency.Load()
+	if old == 0 {
+		e.latency.Store(int64(d))
+		return
+	}
+	e.latency.Store(old + (int64(d)-old)/8)
+}
+
+// sendRate is the most requests per second this replica can have answered:
+// MaxInFlight over the provider's answer time; 0 before any answer.
+func (e *Engine) sendRate() float64 {
+	l := time.Duration(e.latency.Load())
+	if l <= 0 {
+		return 0
+	}
+	return float64(e.cfg.MaxInFlight) / l.Seconds()
 }

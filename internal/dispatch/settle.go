@@ -46,7 +46,9 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 	if !gated.Load() { // a sink that runs no gate: the send began at start
 		e.metrics.sent(j, start)
 	}
-	e.metrics.providerLatency(e.cfg.Now().Sub(start))
+	took := e.cfg.Now().Sub(start)
+	e.metrics.providerLatency(took)
+	e.noteLatency(took)
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
