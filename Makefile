@@ -7,8 +7,10 @@ PKGS := ./...
 ## test: go.mod and go.sum tidy, then every test of both modules (the root, and deploy/ with the
 ## Compose, BuildKit and Prometheus libraries its checks need) with the race detector, against
 ## real redis-server and NATS started by the tests
+## Packages run one at a time (-p 1): the pacing tests judge arrival times to the millisecond, and
+## a second package's test binary on the same two cores would be judged with them.
 test: tidy-check
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -p 1 -count=1 -timeout 15m $(PKGS)
 	cd deploy && $(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## tidy-check: fail when go mod tidy would change either module's go.mod or go.sum

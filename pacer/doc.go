@@ -1,6 +1,6 @@
 // Package pacer keeps one schedule of slots for a whole cluster, in Redis,
 // so that any number of replicas together send at most Rate requests per
-// second to a provider, evenly spaced.
+// second to a provider, evenly spaced, as the provider counts them.
 //
 // # The algorithm
 //
@@ -17,20 +17,59 @@
 // # Batching
 //
 // A replica asks for several slots in one call and keeps them locally: at
-// high rates Redis round trips per slot fall well below one (the batch
-// grows while every slot is used and halves after waste). It asks for more
-// before its slots run out, so the schedule runs on without gaps. Slots are
-// handed to waiters in order; a slot nobody claims within Grace of its time
-// is dropped, never spent late in a bunch, and a slot is never spent twice.
-// Slots granted and not used are lost: the cap holds even when a replica
-// dies holding slots.
+// high rates Redis round trips per slot fall well below one. The batch
+// policy (batchPolicy, pure) grows a batch while every slot is used and
+// halves it after waste; a saturated replica takes at most its fair share
+// of the horizon, a lightly loaded one only what its waiters can claim in
+// time. A replica asks for more before its slots run out, in the
+// background, so the schedule runs on without gaps. Slots granted and not
+// used are lost: the cap holds even when a replica dies holding slots.
+//
+// # Time at the provider
+//
+// The provider counts arrivals, so a slot's Redis time must become the
+// right moment on each replica. Every call is a clock sample (sent, answered,
+// Redis time); the map from Redis time to this replica's clock uses the
+// sample with the smallest error bound, half its round trip plus drift for
+// its age, as NTP does, so a slow reply cannot shift the slots it carries.
+// A replica whose replies are slow asks for no slot closer than they take.
+//
+// A request leaves within MaxLateness of its slot, or the slot is
+// forfeited: slots whose reply came too late ("stale"), slots no waiter
+// claimed in time ("unclaimed"), and slots whose sender stalled past the
+// deadline ("late", checked by the caller right before it writes the
+// request, see Slot) are never spent late. Stats counts each reason and
+// reports the clock offset and its uncertainty.
+//
+// # The guarantee
+//
+// The schedule runs at Rate×(1−Headroom). With every request leaving
+// within MaxLateness of its slot, any window of length W at the provider
+// holds at most Rate×(1−Headroom)×(W+MaxLateness) + Burst requests, which
+// is at most Rate×W + Burst for every W ≥ MaxLateness×(1−Headroom)/Headroom.
+// The default Headroom, MaxLateness/100ms, makes that every window of 100ms
+// or more: 2% under the cap with the default 2ms. A negative Headroom runs
+// at the cap, and the bound then holds only up to Rate×MaxLateness extra.
+//
+// The bound assumes a replica's one-way delays to Redis are about equal
+// (as NTP does): a delay on one leg only cannot be told from a clock
+// offset, and shifts that replica's slots by half of it.
+//
+// A schedule with no state in Redis (the first call ever, or the key lost:
+// deleted, evicted, Redis restarted empty or failed over to a replica that
+// had not seen it) starts one Horizon after now, because replicas may hold
+// slots granted up to one Horizon ahead; each call also passes the latest
+// slot its replica holds, and a rolled-back schedule never restarts behind
+// it. The cost is one Horizon without slots after a loss.
 //
 // # Control
 //
 // The configured Rate and Burst travel with every call; an operator's
-// override (SetRate, SetBurst, ClearOverrides), Pause/Resume and Throttle (a
-// provider's Retry-After: nobody gets a slot for d) are written to the hash
-// and reach every replica on its next call, so within one Horizon.
+// override (Controls: SetRate, SetBurst, ClearOverrides, Pause, Resume) and
+// Throttle (a provider's Retry-After: nobody gets a slot for d) are written
+// to the hash and reach every replica on its next call, so within one
+// Horizon. Members lists the live replicas; Announce through a Pacer's
+// Members also tells it how many share the schedule.
 //
 // # Failure
 //
