@@ -7,7 +7,7 @@ import (
 
 func TestBatchPolicy(t *testing.T) {
 	cfg := Config{Name: "b", Rate: 1000}
-	cfg.SetDefaults() // horizon 50ms, max batch 64, lateness 2ms
+	cfg.SetDefaults() // horizon 50ms, max batch 256, lateness 2ms
 	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name      string
@@ -19,7 +19,7 @@ func TestBatchPolicy(t *testing.T) {
 		uncertain bool
 		sizes     []int // successive answers to size(1, …)
 	}{
-		{name: "grows while nothing is wasted", sharers: 1, sizes: []int{2, 4, 8, 16, 32, 64, 64}},
+		{name: "grows while nothing is wasted", sharers: 1, sizes: []int{2, 4, 8, 16, 32, 64, 128, 256, 256}},
 		{name: "saturated: fair share of the horizon", waits: 10, sharers: 4, sizes: []int{2, 4, 8, 12, 12}},
 		// A claim every 2ms against a slot every 1ms: the k-th slot is
 		// claimed k×0.9ms late, so two fit within the 2ms lateness bound.

@@ -23,7 +23,9 @@ type Config struct {
 	// replica hoards slots and a rate change or throttle reaches every
 	// replica within one horizon. Zero means 50ms.
 	Horizon time.Duration `yaml:"horizon"`
-	// MaxBatch is the most slots one Redis call may grant. Zero means 64.
+	// MaxBatch is the most slots one Redis call may grant. Zero means 256.
+	// It only binds above 256 slots per horizon (5,120/s with the default
+	// horizon): below that, a call grants at most one horizon of the rate.
 	MaxBatch int `yaml:"max_batch"`
 	// MaxLateness is how late after its slot a request may still leave. A
 	// slot whose request cannot leave by then (nobody claimed it in time,
@@ -36,9 +38,50 @@ type Config struct {
 	// Zero means MaxLateness / 100ms (2% with the default MaxLateness); a
 	// negative value means none: the schedule runs at Rate.
 	Headroom float64 `yaml:"headroom"`
+	// Adaptive lets the provider's throttling answers lower the rate for
+	// the whole cluster and clean answers raise it back to Rate (see
+	// Feedback). Off in a zero Config; the dispatcher turns it on by default.
+	Adaptive Adaptive `yaml:"adaptive"`
 	// Clock is the replica's clock for waiting until a slot. Zero means the
 	// system clock. The schedule itself runs on Redis time.
 	Clock Clock `yaml:"-"`
+	// Tenants are per-tenant sub-limits under Rate (tenants.go). Zero means
+	// none: only the global rate applies, at no extra cost.
+	Tenants Tenants `yaml:"tenants"`
+	// DegradedConfig says what the pacer does while Redis cannot be
+	// reached: its keys are pacer.when_unavailable, pacer.degraded_safety
+	// and pacer.max_degraded (see degraded.go).
+	DegradedConfig `yaml:",squash"`
+}
+
+// Adaptive configures the effective rate that the provider's answers
+// steer, one for the cluster, kept in Redis beside the schedule. Rate (or
+// an operator's override) stays the ceiling. Zero values mean the
+// documented default.
+type Adaptive struct {
+	// Enabled turns it on: replicas report their answers with a Feedback,
+	// and the schedule runs at the effective rate while the provider
+	// pushes back. Off, a throttling answer only holds the schedule for its
+	// Retry-After (Pacer.Throttle), each time one comes.
+	Enabled bool `yaml:"enabled"`
+	// Window is the reaction window: the cluster's answers are judged once
+	// per window, so the rate moves at most once per window. Zero means 1s.
+	Window time.Duration `yaml:"window"`
+	// Tolerance is the share of throttling answers in a window that the
+	// rate does not react to. Zero means 0.01.
+	Tolerance float64 `yaml:"tolerance"`
+	// Increase is how fast the rate climbs back: after a clean window it
+	// rises by Increase × the ceiling, after the next by twice that, and so
+	// on while windows stay clean. Zero means 0.0025 (from 75% to 100% of
+	// the ceiling in about 14 clean windows).
+	Increase float64 `yaml:"increase"`
+	// Floor is the lowest effective rate, as a fraction of the ceiling.
+	// Zero means 0.05.
+	Floor float64 `yaml:"floor"`
+	// MaxHold caps the hold a Retry-After asks for. A Retry-After is
+	// honoured once per episode of throttling, not once per answer. Zero
+	// means 30s.
+	MaxHold time.Duration `yaml:"max_hold"`
 }
 
 // Clock tells the time.
@@ -48,10 +91,15 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
+// MaxRate is the highest rate a schedule may run at, slots per second:
+// far above any provider's cap, and high enough that a benchmark of the
+// pacer's own speed does not meet it.
+const MaxRate = 10_000_000
+
 // Defaults applied by SetDefaults.
 const (
 	DefaultHorizon     = 50 * time.Millisecond
-	DefaultMaxBatch    = 64
+	DefaultMaxBatch    = 256
 	DefaultMaxLateness = 2 * time.Millisecond
 	// headroomWindow is the shortest window the default headroom covers.
 	headroomWindow = 100 * time.Millisecond
@@ -81,6 +129,53 @@ func (c *Config) SetDefaults() {
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
+	c.DegradedConfig.setDefaults()
+	c.Adaptive.setDefaults()
+}
+
+// Defaults of Adaptive, applied by Config.SetDefaults.
+const (
+	DefaultAdaptiveWindow    = time.Second
+	DefaultAdaptiveTolerance = 0.01
+	DefaultAdaptiveIncrease  = 0.0025
+	DefaultAdaptiveFloor     = 0.05
+	DefaultAdaptiveMaxHold   = 30 * time.Second
+)
+
+func (a *Adaptive) setDefaults() {
+	if a.Window == 0 {
+		a.Window = DefaultAdaptiveWindow
+	}
+	if a.Tolerance == 0 {
+		a.Tolerance = DefaultAdaptiveTolerance
+	}
+	if a.Increase == 0 {
+		a.Increase = DefaultAdaptiveIncrease
+	}
+	if a.Floor == 0 {
+		a.Floor = DefaultAdaptiveFloor
+	}
+	if a.MaxHold == 0 {
+		a.MaxHold = DefaultAdaptiveMaxHold
+	}
+}
+
+func (a *Adaptive) validate(bad func(key, format string, args ...any)) {
+	if a.Window < 100*time.Millisecond || a.Window > time.Minute {
+		bad("adaptive.window", "must be between 100ms and 1m, got %s", a.Window)
+	}
+	if !(a.Tolerance > 0) || a.Tolerance > 0.5 {
+		bad("adaptive.tolerance", "must be more than 0 and at most 0.5 (a share of answers), got %v", a.Tolerance)
+	}
+	if !(a.Increase > 0) || a.Increase > 1 {
+		bad("adaptive.increase", "must be more than 0 and at most 1 (a fraction of the rate), got %v", a.Increase)
+	}
+	if !(a.Floor > 0) || a.Floor > 1 {
+		bad("adaptive.floor", "must be more than 0 and at most 1 (a fraction of the rate), got %v", a.Floor)
+	}
+	if a.MaxHold < time.Second || a.MaxHold > time.Hour {
+		bad("adaptive.max_hold", "must be between 1s and 1h, got %s", a.MaxHold)
+	}
 }
 
 // Validate reports every problem of the configuration, each a
@@ -94,8 +189,8 @@ func (c *Config) Validate() error {
 	if !nameRE.MatchString(c.Name) {
 		bad("name", "%q must be 1-64 letters, digits, '_' or '-'", c.Name)
 	}
-	if !(c.Rate > 0) || c.Rate > 1e6 {
-		bad("rate", "must be more than 0 and at most 1000000 slots/s, got %v", c.Rate)
+	if !(c.Rate > 0) || c.Rate > MaxRate {
+		bad("rate", "must be more than 0 and at most %d slots/s, got %v", int(MaxRate), c.Rate)
 	}
 	if c.Burst < 0 || c.Burst > 1e6 {
 		bad("burst", "must be between 1 and 1000000, got %d", c.Burst)
@@ -112,6 +207,9 @@ func (c *Config) Validate() error {
 	if c.Headroom >= 0.5 {
 		bad("headroom", "must be less than 0.5 (a fraction of the rate; negative for none), got %v", c.Headroom)
 	}
+	c.DegradedConfig.validate(bad)
+	c.Adaptive.validate(bad)
+	c.Tenants.validate(bad)
 	return errors.Join(errs...)
 }
 

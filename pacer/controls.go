@@ -15,8 +15,9 @@ import (
 // of their own: an admin command can use them without a replica's
 // configuration. Controls are safe for concurrent use.
 type Controls struct {
-	rdb redis.Scripter
-	key string
+	rdb  redis.Scripter
+	key  string
+	name string
 	// rate and burst stand in for the configured values in State before
 	// any replica has called; zero when unknown.
 	rate  float64
@@ -32,21 +33,21 @@ func NewControls(rdb redis.Scripter, name string) (*Controls, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
-	return &Controls{rdb: rdb, key: key(name)}, nil
+	return &Controls{rdb: rdb, key: key(name), name: name}, nil
 }
 
 // Controls returns the controls of p's schedule; State reports p's own
 // configured rate and burst until a replica has called.
 func (p *Pacer) Controls() *Controls {
-	return &Controls{rdb: p.rdb, key: p.key, rate: p.cfg.Rate, burst: p.cfg.Burst}
+	return &Controls{rdb: p.rdb, key: p.key, name: p.cfg.Name, rate: p.cfg.Rate, burst: p.cfg.Burst}
 }
 
 // SetRate overrides the configured rate for every replica sharing the
 // schedule, from each one's next Redis call, until ClearOverrides. The
 // override stays in Redis (and survives a restart only when Redis persists).
 func (p *Controls) SetRate(ctx context.Context, rate float64) error {
-	if !(rate > 0) || rate > 1e6 {
-		return fmt.Errorf("pacer: set rate: %w: rate must be more than 0 and at most 1000000, got %v", ErrInvalidConfig, rate)
+	if !(rate > 0) || rate > MaxRate {
+		return fmt.Errorf("pacer: set rate: %w: rate must be more than 0 and at most %d, got %v", ErrInvalidConfig, int(MaxRate), rate)
 	}
 	return p.hset(ctx, "set rate", "rate_override", strconv.FormatFloat(rate, 'f', -1, 64))
 }
@@ -84,6 +85,7 @@ func (p *Pacer) Throttle(ctx context.Context, d time.Duration) (time.Time, error
 	}
 	v, err := throttleScript.Run(ctx, p.rdb, []string{p.key}, d.Microseconds()).Result()
 	if err != nil {
+		p.holdLocal(d) // in local mode, the local schedule holds back instead
 		return time.Time{}, fmt.Errorf("pacer: throttle: %w: %w", ErrUnavailable, err)
 	}
 	s, ok := v.(string)
@@ -104,11 +106,17 @@ type State struct {
 	ConfiguredBurst int     // likewise for burst
 	RateOverride    float64 // 0 when none
 	BurstOverride   int     // 0 when none
-	EffectiveRate   float64 // the override when set, else the configured rate
-	EffectiveBurst  int
-	Paused          bool
-	ThrottledUntil  time.Time     // zero when never throttled; in the past when over
-	Backlog         time.Duration // how far the schedule runs ahead of now (0 when idle)
+	// EffectiveRate is the rate the schedule runs at: the override when
+	// set, else the configured rate, and lower while the provider pushes
+	// back (Adaptation).
+	EffectiveRate  float64
+	EffectiveBurst int
+	// Adaptation is the state the provider's answers left (Feedback);
+	// zero when no replica ever reported.
+	Adaptation     Adaptation
+	Paused         bool
+	ThrottledUntil time.Time     // zero when never throttled; in the past when over
+	Backlog        time.Duration // how far the schedule runs ahead of now (0 when idle)
 }
 
 // State reads the schedule's state. Before any replica has asked for a slot
@@ -118,12 +126,12 @@ func (p *Controls) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("pacer: state: %w: %w", ErrUnavailable, err)
 	}
-	fields, err := replyStrings(v, 8)
+	fields, err := replyStrings(v, 14)
 	if err != nil {
 		return State{}, fmt.Errorf("pacer: state: %w", err)
 	}
-	paused := fields[6] == "1"
-	fields[6] = ""
+	paused, episode := fields[6] == "1", fields[9] == "1"
+	fields[6], fields[9] = "", ""
 	f, err := parseFields(fields)
 	if err != nil {
 		return State{}, fmt.Errorf("pacer: state: %w", err)
@@ -141,6 +149,12 @@ func (p *Controls) State(ctx context.Context) (State, error) {
 	}
 	if s.BurstOverride > 0 {
 		s.EffectiveBurst = s.BurstOverride
+	}
+	s.Adaptation = Adaptation{Rate: s.EffectiveRate, Ceiling: s.EffectiveRate, Episode: episode,
+		HeldUntil: s.ThrottledUntil, Cuts: int64(f[10]), Holds: int64(f[11]), LastCut: usTime(f[12]), Tolerated: f[13]}
+	if episode && f[8] > 0 && f[8] < s.EffectiveRate {
+		s.Adaptation.Rate = f[8]
+		s.EffectiveRate = f[8]
 	}
 	if tat := usTime(f[1]); tat.After(s.Now) {
 		s.Backlog = tat.Sub(s.Now)

@@ -51,9 +51,13 @@
 // or more: 2% under the cap with the default 2ms. A negative Headroom runs
 // at the cap, and the bound then holds only up to Rate×MaxLateness extra.
 //
-// The bound assumes a replica's one-way delays to Redis are about equal
-// (as NTP does): a delay on one leg only cannot be told from a clock
-// offset, and shifts that replica's slots by half of it.
+// A delay on one leg of a replica's link to Redis cannot be told from a
+// clock offset (as for NTP): it could shift that replica's slots by up to
+// half its round trip. A replica whose clock map is less certain than four
+// times MaxLateness therefore stands aside while precise replicas are live
+// (see Aside, ErrAside): the bound holds for the replicas that send. When every
+// replica is that far from Redis, all of them send, each off by up to half
+// its round trip.
 //
 // A schedule with no state in Redis (the first call ever, or the key lost:
 // deleted, evicted, Redis restarted empty or failed over to a replica that
@@ -71,10 +75,31 @@
 // Horizon. Members lists the live replicas; Announce through a Pacer's
 // Members also tells it how many share the schedule.
 //
+// # Listening to the provider
+//
+// With Config.Adaptive on, each replica reports its provider's answers
+// through a Feedback (Observe, Run) and one effective rate for the whole
+// cluster follows them (adapt.lua): the answers of every replica are summed
+// into one window and judged once per window, so the rate moves at most
+// once per window. A window throttled beyond the tolerance cuts the rate
+// to what the provider accepted; the window after a cut checks that it
+// helped, and undoes it when the throttling did not follow the rate (that
+// share is then tolerated); clean windows raise the rate step by growing
+// step back to the ceiling (Rate, or the override). The first Retry-After
+// of an episode holds the schedule, once, within Adaptive.MaxHold. The
+// effective rate applies only while an episode is open; outside one the
+// schedule runs at the ceiling and nothing of the adaptation is read.
+//
 // # Failure
 //
 // When Redis errors or cannot be reached, the pacer grants nothing: Wait
 // returns an error wrapping ErrUnavailable and the caller retries with
 // backoff. sluice would rather be late than exceed the provider's cap. The
 // scripts are re-sent after SCRIPT FLUSH or a restart (EVALSHA, then EVAL).
+//
+// With WhenUnavailable Local, a replica that loses Redis paces itself
+// instead, at its share of the last rate Redis reported times
+// DegradedSafety, for at most MaxDegraded, and goes back to the schedule
+// when Redis answers a probe; see degraded.go for the arithmetic of the
+// cap through the entry and the return, and what it does not cover.
 package pacer

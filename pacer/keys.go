@@ -6,3 +6,11 @@ func key(name string) string { return "sluice:{" + name + "}:pacer" }
 
 // replicasKey is the Redis hash of the replicas drawing on the schedule.
 func replicasKey(name string) string { return "sluice:{" + name + "}:replicas" }
+
+// tenantsKey is the Redis hash of the tenants' schedules (tenant -> tat),
+// beside the pacer hash in the same Cluster slot.
+func tenantsKey(name string) string { return "sluice:{" + name + "}:tenants" }
+
+// tenantRatesKey is the Redis hash of the operator's tenant rates (tenant
+// -> rate), set with Controls.SetTenantRate.
+func tenantRatesKey(name string) string { return "sluice:{" + name + "}:tenant_rates" }

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,7 @@ type Members struct {
 	rdb  redis.Scripter
 	key  string
 	live func(n int) // told the live count after each Announce; may be nil
+	p    *Pacer      // the announcing replica's pacer; nil for NewMembers
 }
 
 // NewMembers returns the members of the schedule named name on rdb, for
@@ -47,48 +49,74 @@ func NewMembers(rdb redis.Scripter, name string) (*Members, error) {
 // how many replicas share the schedule, so that saturated replicas split
 // each horizon's slots evenly.
 func (p *Pacer) Members() *Members {
-	return &Members{rdb: p.rdb, key: replicasKey(p.cfg.Name), live: func(n int) { p.sharers.Store(int64(max(1, n))) }}
+	return &Members{rdb: p.rdb, key: replicasKey(p.cfg.Name), live: func(n int) { p.sharers.Store(int64(max(1, n))); p.noteHeard() }, p: p}
 }
 
 // Announce records that replica id is alive, with a short report, and
 // returns the replicas heard from within window (Redis clock), this one
-// included. Replicas silent for longer are forgotten.
+// included. Replicas silent for longer are forgotten. Through a Pacer's
+// Members, the report also says whether this replica's clock is precise
+// ("clock=ok"), the call is a clock sample, and the Pacer learns how many
+// replicas share the schedule and how many of the others are precise.
 func (m *Members) Announce(ctx context.Context, id, report string, window time.Duration) ([]Replica, error) {
 	if id == "" {
 		return nil, fmt.Errorf("pacer: announce: empty replica id")
 	}
-	live, err := m.replicas(ctx, id, report, window)
-	if err == nil && m.live != nil {
+	if m.p != nil {
+		report = strings.TrimSpace(report + " " + m.p.clockReport())
+	}
+	sent := time.Now()
+	if m.p != nil {
+		sent = m.p.cfg.Clock.Now()
+	}
+	live, now, err := m.replicas(ctx, id, report, window)
+	if err != nil {
+		return nil, err
+	}
+	if m.p != nil {
+		recv := m.p.cfg.Clock.Now()
+		m.p.mu.Lock()
+		m.p.clock.add(sent, recv, now)
+		m.p.mu.Unlock()
+		m.p.notePeers(id, live)
+	}
+	if m.live != nil {
 		m.live(len(live))
 	}
-	return live, err
+	return live, nil
 }
 
 // Replicas returns the replicas heard from within window (Redis clock).
 func (m *Members) Replicas(ctx context.Context, window time.Duration) ([]Replica, error) {
-	return m.replicas(ctx, "", "", window)
+	live, _, err := m.replicas(ctx, "", "", window)
+	return live, err
 }
 
-func (m *Members) replicas(ctx context.Context, id, report string, window time.Duration) ([]Replica, error) {
+// replicas runs replicas.lua: the live replicas and the Redis time.
+func (m *Members) replicas(ctx context.Context, id, report string, window time.Duration) ([]Replica, time.Time, error) {
 	v, err := replicasScript.Run(ctx, m.rdb, []string{m.key}, id, report, window.Microseconds()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("pacer: replicas: %w: %w", ErrUnavailable, err)
+		return nil, time.Time{}, fmt.Errorf("pacer: replicas: %w: %w", ErrUnavailable, err)
 	}
 	arr, ok := v.([]any)
 	if !ok || len(arr)%3 != 1 {
-		return nil, fmt.Errorf("pacer: replicas: %w: got %T of %d", ErrBadReply, v, len(arr))
+		return nil, time.Time{}, fmt.Errorf("pacer: replicas: %w: got %T of %d", ErrBadReply, v, len(arr))
 	}
 	fields, err := replyStrings(v, len(arr))
 	if err != nil {
-		return nil, fmt.Errorf("pacer: replicas: %w", err)
+		return nil, time.Time{}, fmt.Errorf("pacer: replicas: %w", err)
+	}
+	now, err := micros(fields[0])
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("pacer: replicas: %w", err)
 	}
 	var out []Replica
 	for i := 1; i+2 < len(fields); i += 3 {
 		seen, err := micros(fields[i+1])
 		if err != nil {
-			return nil, fmt.Errorf("pacer: replicas: %w", err)
+			return nil, time.Time{}, fmt.Errorf("pacer: replicas: %w", err)
 		}
 		out = append(out, Replica{ID: fields[i], LastSeen: usTime(seen), Report: fields[i+2]})
 	}
-	return out, nil
+	return out, usTime(now), nil
 }

@@ -3,6 +3,8 @@ package pacer
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,17 +47,25 @@ type Pacer struct {
 	clock     *clockMap
 	hint      time.Time // the latest slot granted to this replica (Redis clock)
 
-	sharers atomic.Int64 // replicas drawing on the schedule, as Members last saw
+	sharers      atomic.Int64 // replicas drawing on the schedule, as Members last saw
+	precisePeers atomic.Int64 // other live replicas with precise clocks (aside.go)
+	deg          degraded     // local mode while Redis is away (degraded.go)
 
 	calls, granted, used, waitNanos atomic.Int64
 	unclaimed, stale, late          atomic.Int64
+	ineligible                      atomic.Int64 // slots no job was allowed to take (tenants.go)
+
+	demand      atomic.Pointer[func() []TenantDemand] // tenants waiting here (tenants.go)
+	tenantMu    sync.Mutex
+	tenantRates map[string]float64 // tenants' rates as Redis last said
 }
 
 // slot is one granted slot: when it falls on this replica's clock, and on
 // the Redis clock (its stamp in the cluster-wide schedule).
 type slot struct {
-	local time.Time
-	stamp time.Time
+	local  time.Time
+	stamp  time.Time
+	tenant string // the limited tenant the slot is granted to; "" for none
 }
 
 // New returns a Pacer for cfg, running its scripts on rdb (a client, a
@@ -99,32 +109,33 @@ func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
 	if n < 1 {
 		return Slot{}, fmt.Errorf("pacer: wait: n must be at least 1, got %d", n)
 	}
-	start := p.cfg.Clock.Now()
+	var start time.Time
+	var one [1]slot // the usual claim, without an allocation
 	for {
 		if err := ctx.Err(); err != nil {
 			return Slot{}, fmt.Errorf("pacer: wait: %w", err)
 		}
-		held, err := p.claim(ctx, n)
+		held, now, err := p.claim(ctx, n, one[:0])
 		if err != nil {
 			return Slot{}, err
 		}
+		if start.IsZero() {
+			start = now
+		}
 		last := held[len(held)-1]
-		p.mu.Lock()
-		p.batch.noteWait(last.local.After(p.cfg.Clock.Now()))
-		p.batch.noteSlot(last.local)
-		p.mu.Unlock()
-		p.topUp(ctx, last.local)
-		if err := p.sleepUntil(ctx, last.local); err != nil {
+		p.afterClaim(ctx, last.local, now)
+		woke, err := p.waitFor(ctx, last.local, now)
+		if err != nil {
 			p.giveBack(held)
 			return Slot{}, fmt.Errorf("pacer: wait: %w", err)
 		}
-		s := Slot{At: last.local, Deadline: last.local.Add(p.cfg.MaxLateness), Stamp: last.stamp}
-		if s.Late(p.cfg.Clock.Now()) { // woke too late: never spend it late
+		s := Slot{At: last.local, Deadline: last.local.Add(p.cfg.MaxLateness), Stamp: last.stamp, Tenant: held[0].tenant}
+		if s.Late(woke) { // woke too late: never spend it late
 			p.late.Add(int64(n))
 			continue
 		}
 		p.used.Add(int64(n))
-		p.waitNanos.Add(int64(p.cfg.Clock.Now().Sub(start)))
+		p.waitNanos.Add(int64(woke.Sub(start)))
 		return s, nil
 	}
 }
@@ -134,8 +145,13 @@ func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
 func (p *Pacer) Forfeit(Slot) { p.late.Add(1) }
 
 // claim takes n slots for the caller, refilling from Redis as needed.
-func (p *Pacer) claim(ctx context.Context, n int) ([]slot, error) {
-	held := make([]slot, 0, n)
+//
+// It appends them to held (empty; its room is used when it suffices) and
+// also returns the time it read when it took the last of them.
+func (p *Pacer) claim(ctx context.Context, n int, held []slot) ([]slot, time.Time, error) {
+	if cap(held) < n {
+		held = make([]slot, 0, n)
+	}
 	for {
 		p.mu.Lock()
 		now := p.cfg.Clock.Now()
@@ -146,7 +162,7 @@ func (p *Pacer) claim(ctx context.Context, n int) ([]slot, error) {
 		if len(held) == n {
 			p.batch.noteClaim(now)
 			p.mu.Unlock()
-			return held, nil
+			return held, now, nil
 		}
 		if ch := p.refilling; ch != nil {
 			p.mu.Unlock()
@@ -155,41 +171,39 @@ func (p *Pacer) claim(ctx context.Context, n int) ([]slot, error) {
 				continue
 			case <-ctx.Done():
 				p.giveBack(held)
-				return nil, fmt.Errorf("pacer: wait: %w", ctx.Err())
+				return nil, time.Time{}, fmt.Errorf("pacer: wait: %w", ctx.Err())
 			}
+		}
+		if err := p.asideLocked(now); err != nil {
+			p.mu.Unlock()
+			p.giveBack(held)
+			return nil, time.Time{}, fmt.Errorf("pacer: wait: %w", err)
 		}
 		ch := p.beginRefillLocked()
 		want := p.batch.size(n-len(held), p.sharersNow(), p.uncertainLocked(now))
 		p.mu.Unlock()
 
-		err := p.refill(ctx, want)
+		err := p.obtain(ctx, want) // refill, or the local schedule while degraded
 		p.endRefill(ch)
 		if err != nil {
 			p.giveBack(held)
-			return nil, err
+			return nil, time.Time{}, err
 		}
 	}
 }
 
-// topUp starts a refill in the background, while the caller sleeps until
-// its slot, when the caller took the last buffered slot and that slot
-// (held) is less than half a horizon away: the schedule then runs on
-// without a gap for the Redis round trip. It does nothing when a refill is
-// under way or batches are of one slot. The refill is bounded by one
-// horizon (its slots would be stale after that) and its failures are left
-// to the next claim to meet.
-func (p *Pacer) topUp(ctx context.Context, held time.Time) {
+// afterClaim notes the claim in the batch policy (whether the caller waits
+// for its slot, and the slot) and tops the buffer up (topUpLocked), all
+// under one lock and with the claim's reading of the clock.
+func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 	p.mu.Lock()
-	now := p.cfg.Clock.Now()
-	if p.refilling != nil || len(p.buf) > 0 || held.Sub(now) >= p.cfg.Horizon/2 ||
-		p.uncertainLocked(now) || p.batch.limit(p.sharersNow()) < 2 {
-		p.mu.Unlock()
+	p.batch.noteWait(held.After(now))
+	p.batch.noteSlot(held)
+	ch, want := p.topUpLocked(held, now)
+	p.mu.Unlock()
+	if ch == nil {
 		return
 	}
-	ch := p.beginRefillLocked()
-	want := p.batch.size(1, p.sharersNow(), false)
-	p.mu.Unlock()
-
 	go func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Horizon)
 		defer cancel()
@@ -198,6 +212,22 @@ func (p *Pacer) topUp(ctx context.Context, held time.Time) {
 		}
 		p.endRefill(ch)
 	}()
+}
+
+// topUpLocked decides whether to refill in the background, while the
+// caller sleeps until its slot: when the caller took the last buffered
+// slot and that slot (held) is less than half a horizon away, so that the
+// schedule runs on without a gap for the Redis round trip. Not when a
+// refill is under way or batches are of one slot. It begins the refill
+// and returns its channel and size, or nil. The refill is bounded by one
+// horizon (its slots would be stale after that) and its failures are left
+// to the next claim to meet. p.mu must be held.
+func (p *Pacer) topUpLocked(held, now time.Time) (chan struct{}, int) {
+	if p.refilling != nil || len(p.buf) > 0 || held.Sub(now) >= p.cfg.Horizon/2 ||
+		p.uncertainLocked(now) || p.batch.limit(p.sharersNow()) < 2 || p.deg.on {
+		return nil, 0
+	}
+	return p.beginRefillLocked(), p.batch.size(1, p.sharersNow(), false)
 }
 
 // beginRefillLocked makes the caller the one refilling; others wait on the
@@ -229,13 +259,29 @@ func (p *Pacer) refill(ctx context.Context, want int) error {
 			p.batch.noteWait(true)
 			p.mu.Unlock()
 		}
-		if err := p.sleepFor(ctx, r.RetryAfter); err != nil {
+		if err := p.sleepFor(ctx, r.RetryAfter+p.spread(r)); err != nil {
 			return fmt.Errorf("pacer: wait: %w", err)
 		}
 		return nil
 	}
 	p.addSlots(r)
 	return nil
+}
+
+// spread is how much later than RetryAfter a replica refused by a full
+// schedule asks again: a random share of the time the other replicas'
+// turns take (one interval each), at most half a horizon. Without it every
+// waiting replica asks the moment one slot frees, one wins and the others
+// ask again: with 64 replicas, 25 script calls per slot (10 with it). A
+// slot freed at the horizon's edge is taken a little later but keeps its
+// time, so nothing is lost while the wait stays well under the horizon.
+func (p *Pacer) spread(r Reservation) time.Duration {
+	others := p.sharersNow() - 1
+	if r.Paused || others < 1 || r.Interval <= 0 {
+		return 0
+	}
+	d := min(time.Duration(others)*r.Interval, p.cfg.Horizon/2)
+	return time.Duration(rand.Int64N(int64(d) + 1))
 }
 
 // addSlots adds a reservation's slots to the buffer, each at its Redis time
@@ -256,7 +302,7 @@ func (p *Pacer) addSlots(r Reservation) {
 			p.stale.Add(1)
 			continue
 		}
-		p.buf = append(p.buf, slot{local: local, stamp: st})
+		p.buf = append(p.buf, slot{local: local, stamp: st, tenant: r.tenant(i)})
 	}
 }
 
@@ -295,9 +341,43 @@ func (p *Pacer) uncertainLocked(now time.Time) bool {
 
 func (p *Pacer) sharersNow() int { return int(p.sharers.Load()) }
 
-func (p *Pacer) sleepUntil(ctx context.Context, t time.Time) error {
-	return p.sleepFor(ctx, t.Sub(p.cfg.Clock.Now()))
+// spinBelow is the wait under which waitFor yields the processor in a loop
+// instead of arming a timer: a timer's wake-up costs more than such a wait
+// and comes later than it (tens of microseconds), which is lateness.
+const spinBelow = 50 * time.Microsecond
+
+// waitFor waits until t (now is a recent reading of the clock) and returns
+// the time it woke, read once: time.Now is not free on every machine, and
+// a slot costs only two readings on the fast path.
+func (p *Pacer) waitFor(ctx context.Context, t, now time.Time) (time.Time, error) {
+	d := t.Sub(now)
+	if d >= spinBelow {
+		if err := p.sleepFor(ctx, d); err != nil {
+			return time.Time{}, err
+		}
+		return p.cfg.Clock.Now(), nil
+	}
+	for spins := 0; ; spins++ {
+		woke := p.cfg.Clock.Now()
+		if !woke.Before(t) {
+			return woke, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return time.Time{}, err
+		}
+		if spins == maxSpins { // a clock that does not move (an injected one): wait as before
+			if err := p.sleepFor(ctx, t.Sub(woke)); err != nil {
+				return time.Time{}, err
+			}
+			return p.cfg.Clock.Now(), nil
+		}
+		runtime.Gosched()
+	}
 }
+
+// maxSpins bounds waitFor's yielding loop, so that it never depends on the
+// clock moving by itself.
+const maxSpins = 1000
 
 func (p *Pacer) sleepFor(ctx context.Context, d time.Duration) error {
 	if d <= 0 {

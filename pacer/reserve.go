@@ -14,8 +14,22 @@ type Reservation struct {
 	Interval   time.Duration // between granted slots: 1/(Rate×(1−Headroom))
 	Now        time.Time     // Redis time when the slots were granted
 	RetryAfter time.Duration // with Granted == 0: when asking again can succeed
-	Rate       float64       // the effective cap (the override when one is set)
+	Rate       float64       // the effective cap: the override when one is set, lower while the provider pushes back
 	Paused     bool          // the schedule is paused; nothing is granted
+	// SlotTenants, with tenant limits, names for each granted slot the
+	// tenant it is granted to ("" for none); nil without.
+	SlotTenants []string
+	// TenantRates, with tenant limits, are the rates of the tenants the
+	// call was made for (0: not limited); nil without.
+	TenantRates map[string]float64
+}
+
+// tenant is the tenant slot i is granted to; "" for none.
+func (r Reservation) tenant(i int) string {
+	if i < len(r.SlotTenants) {
+		return r.SlotTenants[i]
+	}
+	return ""
 }
 
 // Slot returns the Redis-clock time of granted slot i (0-based); a slot due
@@ -53,11 +67,12 @@ func (p *Pacer) Reserve(ctx context.Context, n int) (Reservation, error) {
 		hint = p.hint.UnixMicro()
 	}
 	p.mu.Unlock()
+	tkeys, targs, tnames := p.tenantArgs()
 	p.calls.Add(1)
 	sent := p.cfg.Clock.Now()
-	v, err := reserveScript.Run(ctx, p.rdb, []string{p.key},
-		p.cfg.Rate, p.cfg.Burst, n, p.cfg.Horizon.Microseconds(), pausePoll.Microseconds(),
-		max(p.cfg.Headroom, 0), lead.Microseconds(), hint).Result()
+	v, err := reserveScript.Run(ctx, p.rdb, append([]string{p.key}, tkeys...),
+		append([]any{p.cfg.Rate, p.cfg.Burst, n, p.cfg.Horizon.Microseconds(), pausePoll.Microseconds(),
+			max(p.cfg.Headroom, 0), lead.Microseconds(), hint, adaptiveArg(p.cfg.Adaptive.Enabled)}, targs...)...).Result()
 	recv := p.cfg.Clock.Now()
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -65,19 +80,35 @@ func (p *Pacer) Reserve(ctx context.Context, n int) (Reservation, error) {
 		}
 		return Reservation{}, fmt.Errorf("pacer: reserve: %w: %w", ErrUnavailable, err)
 	}
-	r, err := parseReservation(v)
+	r, err := parseReservation(v, tnames)
 	if err != nil {
 		return Reservation{}, fmt.Errorf("pacer: reserve: %w", err)
 	}
+	p.noteTenantRates(r.TenantRates)
 	p.mu.Lock()
 	p.clock.add(sent, recv, r.Now)
+	p.deg.noteReplyLocked(r, recv, p.clock, p.cfg.Horizon)
 	p.mu.Unlock()
 	p.granted.Add(int64(r.Granted))
 	return r, nil
 }
 
-func parseReservation(v any) (Reservation, error) {
-	fields, err := replyStrings(v, 7)
+// adaptiveArg tells reserve.lua whether the effective rate applies.
+func adaptiveArg(on bool) string {
+	if on {
+		return "1"
+	}
+	return "0"
+}
+
+// parseReservation reads reserve.lua's reply; tenants are the tenants the
+// call was made for, in order (nil for none).
+func parseReservation(v any, tenants []string) (Reservation, error) {
+	want := 7
+	if len(tenants) > 0 {
+		want = 9
+	}
+	fields, err := replyStrings(v, want)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -88,7 +119,7 @@ func parseReservation(v any) (Reservation, error) {
 	if f[0] < 0 || f[0] != float64(int(f[0])) || f[2] <= 0 {
 		return Reservation{}, fmt.Errorf("%w: granted %v, interval %v", ErrBadReply, f[0], f[2])
 	}
-	return Reservation{
+	r := Reservation{
 		Granted:    int(f[0]),
 		First:      usTime(f[1]),
 		Interval:   usDur(f[2]),
@@ -96,7 +127,13 @@ func parseReservation(v any) (Reservation, error) {
 		RetryAfter: usDur(f[4]),
 		Rate:       f[5],
 		Paused:     fields[6] == "paused",
-	}, nil
+	}
+	if len(tenants) > 0 {
+		if r.TenantRates, r.SlotTenants, err = parseTenants(fields[7], fields[8], tenants, r.Granted); err != nil {
+			return Reservation{}, err
+		}
+	}
+	return r, nil
 }
 
 // Stats are this replica's counters since New, and its view of the Redis
@@ -110,7 +147,8 @@ type Stats struct {
 	// Forfeited counts slots given up, by reason: "unclaimed" (no waiter
 	// took it before its deadline), "stale" (the reply that granted it
 	// came after its deadline), "late" (the waiter, or the caller through
-	// Forfeit, could not send before its deadline).
+	// Forfeit, could not send before its deadline), "ineligible" (the
+	// caller held only jobs of tenants over their limits: Unused).
 	Forfeited map[string]int64
 	// ClockOffset is the Redis clock minus this replica's clock, as
 	// estimated from the fastest recent round trips.
@@ -118,6 +156,7 @@ type Stats struct {
 	// ClockUncertainty bounds the error of ClockOffset: half the round
 	// trip of the sample it came from, plus drift since.
 	ClockUncertainty time.Duration
+	DegradedStats    // local mode while Redis is away (pacer.when_unavailable: local)
 }
 
 // Forfeit reasons, the keys of Stats.Forfeited.
@@ -125,19 +164,24 @@ const (
 	ForfeitUnclaimed = "unclaimed"
 	ForfeitStale     = "stale"
 	ForfeitLate      = "late"
+	// ForfeitIneligible counts slots that came when every job held was of
+	// a tenant over its limit (Unused).
+	ForfeitIneligible = "ineligible"
 )
 
 // Stats returns this replica's counters.
 func (p *Pacer) Stats() Stats {
 	p.mu.Lock()
 	off, unc := p.clock.offset(p.cfg.Clock.Now())
+	deg := p.degradedStatsLocked()
 	p.mu.Unlock()
 	return Stats{
 		Calls: p.calls.Load(), Granted: p.granted.Load(), Used: p.used.Load(),
 		Expired: p.unclaimed.Load(), WaitTime: time.Duration(p.waitNanos.Load()),
 		Forfeited: map[string]int64{
 			ForfeitUnclaimed: p.unclaimed.Load(), ForfeitStale: p.stale.Load(), ForfeitLate: p.late.Load(),
+			ForfeitIneligible: p.ineligible.Load(),
 		},
-		ClockOffset: off, ClockUncertainty: unc,
+		ClockOffset: off, ClockUncertainty: unc, DegradedStats: deg,
 	}
 }

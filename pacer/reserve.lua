@@ -11,6 +11,14 @@
 --            caller's reply takes about that long to reach it)
 -- ARGV[8] -> hint, microseconds since the epoch: the latest slot the caller
 --            holds (0 for none); the schedule never restarts behind it
+-- ARGV[9] -> "1" when the provider's answers steer the rate (adapt.lua):
+--            while an episode is open the schedule runs at its eff_rate
+--
+-- With tenant limits (pacer.tenants), two more keys and arguments:
+-- KEYS[2] -> the tenants' schedules: sluice:{name}:tenants (tenant -> tat)
+-- KEYS[3] -> the operator's tenant rates: sluice:{name}:tenant_rates
+-- ARGV[10] -> m, how many tenants follow
+-- ARGV[11..] -> m triples: tenant, configured rate (0: none), jobs waiting
 --
 -- Returns an array of strings:
 --   [1] granted slots (0 when paused, when the schedule is full to the
@@ -19,13 +27,19 @@
 --   [3] interval between slots, microseconds
 --   [4] now, Redis clock, microseconds since the epoch
 --   [5] retry after, microseconds (when nothing was granted)
---   [6] effective cap, slots per second (the override when one is set)
+--   [6] effective cap, slots per second: the override when one is set, and
+--       lower while the provider pushes back (adapt.lua)
 --   [7] "paused" or ""
+-- and, with tenants:
+--   [8] each tenant's rate, comma-separated in the order given (0: unlimited)
+--   [9] for each granted slot, the 1-based index of the tenant it is
+--       granted to, comma-separated (0: no tenant)
 --
 -- Hash fields: tat (the theoretical arrival time of the next free slot), last_now
 -- (the Redis time of the previous call, to detect a clock that went back),
 -- rate and burst (as configured by the last caller, for status), rate_override
--- and burst_override (set by an operator), paused.
+-- and burst_override (set by an operator), paused; eff_rate and the a_*
+-- fields belong to adapt.lua.
 --
 -- When the hash has no tat (the first call ever, or the state was lost: the
 -- key deleted or evicted, Redis restarted empty or failed over to a replica
@@ -34,6 +48,14 @@
 -- would grant those moments twice.
 --
 -- Time comes from Redis TIME only, so replicas' clocks cannot bend the rate.
+--
+-- A limited tenant has its own GCRA schedule at rate × (1 − headroom), with
+-- no burst, and is granted only slots of the global schedule granted in the
+-- same call: each granted slot goes to at most one waiting tenant (the one
+-- longest due) whose tat is not after it, and moves that tenant's tat one
+-- tenant interval past it. A tenant's requests therefore leave on global
+-- slots at least one tenant interval apart, and the global schedule is the
+-- same whether tenants are given or not.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -46,16 +68,46 @@ local headroom = tonumber(ARGV[6])
 local lead = tonumber(ARGV[7])
 local hint = tonumber(ARGV[8])
 
-local h = redis.call('HMGET', KEYS[1], 'tat', 'last_now', 'rate_override', 'burst_override', 'paused')
+local h = redis.call('HMGET', KEYS[1], 'tat', 'last_now', 'rate_override', 'burst_override', 'paused', 'eff_rate', 'a_episode')
 local ro = tonumber(h[3])
 if ro and ro > 0 then rate = ro end
+local eff = tonumber(h[6])
+if ARGV[9] == '1' and h[7] == '1' and eff and eff > 0 and eff < rate then rate = eff end
 local bo = tonumber(h[4])
 if bo and bo >= 1 then burst = bo end
 local interval = 1000000 / (rate * (1 - headroom))
 local f = function(x) return string.format('%.3f', x) end
 
+-- Tenants: their rates (the operator's override, else the configured one).
+local m = tonumber(ARGV[10] or '0')
+local tname, trate, twant, ttat = {}, {}, {}, {}
+local rates = {}
+if m > 0 then
+  local names = {}
+  for j = 1, m do names[j] = ARGV[8 + 3 * j] end
+  local ov = redis.call('HMGET', KEYS[3], unpack(names))
+  local tats = redis.call('HMGET', KEYS[2], unpack(names))
+  for j = 1, m do
+    tname[j] = names[j]
+    local r = tonumber(ov[j]) or tonumber(ARGV[9 + 3 * j]) or 0
+    if r < 0 then r = 0 end
+    trate[j] = r
+    twant[j] = tonumber(ARGV[10 + 3 * j]) or 0
+    ttat[j] = tonumber(tats[j]) or 0
+    rates[j] = f(r)
+  end
+end
+local function reply(granted, first, retry, paused, assigned)
+  local out = {tostring(granted), f(first), f(interval), f(now), f(retry), f(rate), paused}
+  if m > 0 then
+    out[8] = table.concat(rates, ',')
+    out[9] = table.concat(assigned or {}, ',')
+  end
+  return out
+end
+
 if h[5] == '1' then
-  return {'0', f(now), f(interval), f(now), f(poll), f(rate), 'paused'}
+  return reply(0, now, poll, 'paused')
 end
 
 local tat = tonumber(h[1])
@@ -80,7 +132,7 @@ if hint > 0 and hint <= now + horizon and tat < hint + interval then tat = hint 
 local limit = now + horizon
 local function refuse(first, retry)
   redis.call('HSET', KEYS[1], 'last_now', f(now), 'tat', f(tat), 'rate', ARGV[1], 'burst', ARGV[2])
-  return {'0', f(first), f(interval), f(now), f(retry), f(rate), ''}
+  return reply(0, first, retry, '')
 end
 local first = tat
 if lead > 0 and first < now + lead then
@@ -108,4 +160,40 @@ local n = math.floor((limit - first) / interval) + 1
 if n > want then n = want end
 tat = first + n * interval
 redis.call('HSET', KEYS[1], 'tat', f(tat), 'last_now', f(now), 'rate', ARGV[1], 'burst', ARGV[2])
-return {tostring(n), f(first), f(interval), f(now), '0', f(rate), ''}
+if m == 0 then
+  return reply(n, first, 0, '')
+end
+
+-- Each granted slot to the waiting tenant longest due, if any is due by it.
+local assigned, written, ttl = {}, {}, 0
+for i = 0, n - 1 do
+  local s = first + i * interval
+  if s < now then s = now end
+  local best = 0
+  for j = 1, m do
+    if trate[j] > 0 and twant[j] > 0 and ttat[j] <= s and (best == 0 or ttat[j] < ttat[best]) then best = j end
+  end
+  assigned[i + 1] = tostring(best)
+  if best > 0 then
+    ttat[best] = s + 1000000 / (trate[best] * (1 - headroom))
+    twant[best] = twant[best] - 1
+    written[best] = true
+  end
+end
+local args = {}
+for j = 1, m do
+  if written[j] then
+    args[#args + 1] = tname[j]
+    args[#args + 1] = f(ttat[j])
+    local left = math.ceil((ttat[j] - now) / 1000)
+    if left > ttl then ttl = left end
+  end
+end
+if #args > 0 then
+  redis.call('HSET', KEYS[2], unpack(args))
+  -- Idle tenants' tats are in the past and mean nothing: let the hash go
+  -- once every tat in it has passed.
+  local keep = redis.call('PTTL', KEYS[2])
+  if keep < ttl + 1000 then redis.call('PEXPIRE', KEYS[2], ttl + 1000) end
+end
+return reply(n, first, 0, '', assigned)

@@ -23,6 +23,10 @@ var (
 	adminSrc    string
 	adminScript = redis.NewScript(adminSrc)
 
+	//go:embed adapt.lua
+	adaptSrc    string
+	adaptScript = redis.NewScript(adaptSrc)
+
 	//go:embed state.lua
 	stateSrc    string
 	stateScript = redis.NewScript(stateSrc)

@@ -14,6 +14,11 @@ type Slot struct {
 	Deadline time.Time
 	// Stamp is the slot on the Redis clock, its place in the schedule.
 	Stamp time.Time
+	// Tenant is the limited tenant the slot is granted to (see Tenants):
+	// a job of a limited tenant may take the slot only when it is its
+	// tenant's. Empty when the slot is granted to no tenant. For n slots
+	// taken at once, the first one's.
+	Tenant string
 }
 
 // Late reports whether now is past the slot's deadline.

@@ -1,0 +1,102 @@
+package pacer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrAside is wrapped by Take's error while this replica stands aside.
+var ErrAside = errors.New("pacer: standing aside")
+
+// A replica whose clock map is much less certain than MaxLateness (more
+// than asideFactor × MaxLateness: its best recent round trip to Redis is
+// over eight times MaxLateness, a slow or lopsided link) cannot place slots
+// within the lateness bound: its requests could land up to that
+// uncertainty off their slots, among other replicas' slots, and the
+// provider would see more than the cap in a short window. (Between one and
+// asideFactor × MaxLateness is the jitter of a loaded machine, which every
+// replica on it shares; standing aside for it would only make replicas
+// flap.)
+// While other live replicas have precise clocks, such a replica takes no
+// slots: Take returns an error wrapping ErrAside, and the dispatcher
+// hands its jobs back for the others to send. A replica that is alone, or
+// whose peers are all as uncertain, goes on: its slots are then off by the
+// same kind of error as everyone's.
+//
+// Members announced through a Pacer carry "clock=ok" or "clock=±<bound>" in
+// their report; those reports are how replicas learn of each other's
+// precision, and each announce is also a clock sample, so that a replica
+// standing aside notices when its link has recovered.
+
+// clockToken is the report token of a replica whose clock is precise.
+const clockToken = "clock=ok"
+
+// asideSamples is how many round trips a replica's clock map must hold
+// before it may be judged imprecise; asideFactor × MaxLateness is the
+// uncertainty past which it is.
+const (
+	asideSamples = 8
+	asideFactor  = 4
+)
+
+// imprecise reports whether an uncertainty u is past the bound.
+func (p *Pacer) imprecise(u time.Duration) bool { return u > asideFactor*p.cfg.MaxLateness }
+
+// Aside returns an error wrapping ErrAside while this replica stands aside,
+// saying why, and nil otherwise.
+func (p *Pacer) Aside() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.asideLocked(p.cfg.Clock.Now())
+}
+
+func (p *Pacer) asideLocked(now time.Time) error {
+	peers := p.precisePeers.Load()
+	if peers == 0 || p.clock.n < asideSamples || p.deg.on {
+		// Alone or among imprecise peers; too few round trips yet to
+		// judge (one slow reply on a loaded machine is not a slow link);
+		// or pacing locally while Redis is away, on its own clock.
+		return nil
+	}
+	_, u := p.clock.offset(now)
+	if !p.imprecise(u) {
+		return nil
+	}
+	return fmt.Errorf("%w: this replica's clock is mapped to Redis within ±%s only, more than %d × pacer.max_lateness %s "+
+		"(its round trips to Redis are slow); %d other live replicas are precise and take the slots",
+		ErrAside, u.Round(10*time.Microsecond), asideFactor, p.cfg.MaxLateness, peers)
+}
+
+// Precise reports whether this replica's clock map places slots precisely
+// enough to take them (true before it holds enough round trips to judge).
+func (p *Pacer) Precise() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, u := p.clock.offset(p.cfg.Clock.Now())
+	return p.clock.n < asideSamples || !p.imprecise(u)
+}
+
+// clockReport is the token this replica adds to its announced report.
+func (p *Pacer) clockReport() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, u := p.clock.offset(p.cfg.Clock.Now())
+	if p.clock.n < asideSamples || !p.imprecise(u) {
+		return clockToken
+	}
+	return "clock=±" + u.Round(100*time.Microsecond).String()
+}
+
+// notePeers counts the live replicas other than self whose report says
+// their clock is precise.
+func (p *Pacer) notePeers(self string, live []Replica) {
+	n := 0
+	for _, r := range live {
+		if r.ID != self && strings.Contains(" "+r.Report+" ", " "+clockToken+" ") {
+			n++
+		}
+	}
+	p.precisePeers.Store(int64(n))
+}

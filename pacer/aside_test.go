@@ -1,0 +1,89 @@
+package pacer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testredis"
+)
+
+// slowClock gives p's clock map only samples of a slow round trip, as a
+// slow link to Redis would: its offset is known to ±rtt/2.
+func slowClock(p *Pacer, rtt time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clock = newClockMap()
+	now := time.Now()
+	for range asideSamples {
+		p.clock.add(now.Add(-rtt), now, now.Add(-rtt/2))
+	}
+}
+
+// A replica whose clock is uncertain beyond MaxLateness takes no slot
+// while a precise peer is live; alone, it goes on; precise again, it
+// takes slots again. Reports say which replicas are precise.
+func TestImpreciseReplicaStandsAside(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	cfg := Config{Name: "aside", Rate: 100}
+	slow, fast := newClientPacer(t, srv, cfg), newClientPacer(t, srv, cfg)
+	ctx := context.Background()
+	announce := func(p *Pacer, id string) []Replica {
+		t.Helper()
+		live, err := p.Members().Announce(ctx, id, "in_flight=0", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return live
+	}
+	// Alone, the uncertain replica goes on.
+	announce(slow, "slow")
+	slowClock(slow, 40*time.Millisecond)
+	if err := slow.Aside(); err != nil {
+		t.Fatalf("alone: Aside = %v, want nil", err)
+	}
+	if _, err := slow.Take(ctx, 1); err != nil {
+		t.Fatalf("alone: Take = %v", err)
+	}
+	// A precise peer announces; the uncertain one learns it at its next announce.
+	announce(fast, "fast")
+	slowClock(slow, 40*time.Millisecond) // the announce was a fast sample here; keep the link slow
+	live := announce(slow, "slow")
+	slowClock(slow, 40*time.Millisecond)
+	var reports []string
+	for _, r := range live {
+		reports = append(reports, r.ID+": "+r.Report)
+	}
+	if got := strings.Join(reports, "; "); !strings.Contains(got, "fast: in_flight=0 clock=ok") {
+		t.Errorf("reports %q: want the precise peer's clock=ok", got)
+	}
+	err := slow.Aside()
+	if !errors.Is(err, ErrAside) || !strings.Contains(err.Error(), "max_lateness") {
+		t.Fatalf("with a precise peer: Aside = %v, want ErrAside naming max_lateness", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := slow.Take(tctx, 1); !errors.Is(err, ErrAside) {
+		t.Errorf("with a precise peer: Take = %v, want ErrAside", err)
+	}
+	if _, err := fast.Take(ctx, 1); err != nil {
+		t.Errorf("the precise peer: Take = %v", err)
+	}
+	// A single slow reply is not judged: a replica needs asideSamples
+	// round trips before it can stand aside.
+	slow.mu.Lock()
+	slow.clock = newClockMap()
+	slow.clock.add(time.Now().Add(-40*time.Millisecond), time.Now(), time.Now())
+	slow.mu.Unlock()
+	if err := slow.Aside(); err != nil {
+		t.Errorf("one slow round trip: Aside = %v, want nil", err)
+	}
+	// The link recovers: a fast sample makes it precise again.
+	slowClock(slow, 40*time.Millisecond)
+	announce(slow, "slow")
+	if err := slow.Aside(); err != nil {
+		t.Errorf("after a fast round trip: Aside = %v, want nil", err)
+	}
+}
