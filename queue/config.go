@@ -21,6 +21,20 @@ type Config struct {
 	// consumers before it is delivered again, unless acked, retried,
 	// dead-lettered or extended. Zero means 30s.
 	VisibilityTimeout time.Duration `yaml:"visibility_timeout"`
+	// ConsumerIdleLimit is how long a consumer may leave its lanes' groups
+	// untouched before a live replica removes it from them, once it holds
+	// no job: this is how the consumers of replicas that died (kill -9, a
+	// lost host) leave the groups. A live consumer that holds or takes jobs
+	// touches its group at least every third of VisibilityTimeout (a fetch
+	// or a keep-alive); one removed while its replica lives (on a lane
+	// without jobs, or cut off from the backend) held nothing, so nothing
+	// is lost, and its next fetch adds it again. Zero means three
+	// visibility timeouts, and at least 5m, so that a replica cut off for a
+	// few minutes keeps its name. Negative turns the removal off. When set,
+	// at least VisibilityTimeout and 1s. Only the Redis backend has a
+	// consumer per replica; JetStream's consumers are shared by every
+	// replica.
+	ConsumerIdleLimit time.Duration `yaml:"consumer_idle_limit"`
 	// MaxAttempts is how many deliveries a job gets before it is
 	// dead-lettered. Zero means 8.
 	MaxAttempts int `yaml:"max_attempts"`
@@ -28,6 +42,10 @@ type Config struct {
 	DedupWindow time.Duration `yaml:"dedup_window"`
 	// MaxPayloadBytes bounds a job's payload. Zero means 64 KiB.
 	MaxPayloadBytes int `yaml:"max_payload_bytes"`
+	// MaxCost is the largest cost a job may have: a job costing more is
+	// refused at enqueue, since it would hold every lane (the privileged
+	// ones too) for cost/rate seconds. Zero means 100 (DefaultMaxCost).
+	MaxCost int `yaml:"max_cost"`
 	// Consumer names this consumer (one per replica) in the backend. Zero
 	// means a name made of the host name, process id and a random suffix.
 	Consumer string `yaml:"-"`
@@ -40,6 +58,8 @@ const (
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultMaxAttempts       = 8
 	DefaultDedupWindow       = 10 * time.Minute
+	// MinConsumerIdleLimit is the least default ConsumerIdleLimit.
+	MinConsumerIdleLimit = 5 * time.Minute
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -49,6 +69,9 @@ func (c *Config) SetDefaults() {
 	if c.VisibilityTimeout == 0 {
 		c.VisibilityTimeout = DefaultVisibilityTimeout
 	}
+	if c.ConsumerIdleLimit == 0 {
+		c.ConsumerIdleLimit = max(3*c.VisibilityTimeout, MinConsumerIdleLimit)
+	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts
 	}
@@ -57,6 +80,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.MaxCost == 0 {
+		c.MaxCost = DefaultMaxCost
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -90,6 +116,10 @@ func (c *Config) Validate() error {
 	if c.VisibilityTimeout < 0 || (c.VisibilityTimeout > 0 && c.VisibilityTimeout < 100*time.Millisecond) {
 		bad("visibility_timeout", "must be at least 100ms, got %s", c.VisibilityTimeout)
 	}
+	if least := max(c.VisibilityTimeout, time.Second); c.ConsumerIdleLimit > 0 && c.ConsumerIdleLimit < least {
+		bad("consumer_idle_limit", "%s must be at least queue.visibility_timeout (%s) and 1s: a live replica may leave its consumer idle for a third of the visibility timeout (negative turns the clean-up off)",
+			c.ConsumerIdleLimit, c.VisibilityTimeout)
+	}
 	if c.MaxAttempts < 0 {
 		bad("max_attempts", "must be at least 1, got %d", c.MaxAttempts)
 	}
@@ -98,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPayloadBytes < 0 || c.MaxPayloadBytes > 16<<20 {
 		bad("max_payload_bytes", "must be between 1 and 16 MiB, got %d", c.MaxPayloadBytes)
+	}
+	if c.MaxCost < 0 || c.MaxCost > 1_000_000 {
+		bad("max_cost", "must be between 1 and 1000000, got %d", c.MaxCost)
 	}
 	return errors.Join(errs...)
 }

@@ -95,3 +95,69 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// Check refuses what the queue would otherwise store wrongly: a cost over
+// the queue's largest, a null payload, ids and keys that are not valid
+// UTF-8 (JSON would store them with U+FFFD under another id than the
+// producer holds), and malformed request parts.
+func TestCheckBounds(t *testing.T) {
+	l := Limits{Lanes: []string{"default"}, MaxCost: 10}
+	ok := json.RawMessage(`{"to":"+1555"}`)
+	tests := []struct {
+		name  string
+		job   Job
+		field string // "" for valid
+		want  string
+	}{
+		{"cost at the limit", Job{Lane: "default", Cost: 10, Payload: ok}, "", ""},
+		{"cost over the limit", Job{Lane: "default", Cost: 11, Payload: ok}, "cost", "must be between 1 and 10 (queue.max_cost), got 11"},
+		{"cost 8000, default limit", Job{Lane: "default", Cost: 8000, Payload: ok}, "", ""},
+		{"null payload", Job{Lane: "default", Cost: 1, Payload: json.RawMessage(" null ")}, "payload", "must not be null"},
+		{"payload not UTF-8", Job{Lane: "default", Cost: 1, Payload: json.RawMessage("\"\xff\"")}, "payload", "not valid UTF-8"},
+		{"id not UTF-8", Job{ID: "bad\xffid", Lane: "default", Cost: 1, Payload: ok}, "id", `not valid UTF-8 ("bad\xffid")`},
+		{"key not UTF-8", Job{Key: "\xc3", Lane: "default", Cost: 1, Payload: ok}, "key", "not valid UTF-8"},
+		{"user not UTF-8", Job{User: "\xc3", Lane: "default", Cost: 1, Payload: ok}, "user", "not valid UTF-8"},
+		{"request fine", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{Method: "PUT", Path: "/v2/sms",
+			Query: map[string]string{"a": "b"}, Headers: map[string]string{"X-Tenant": "acme"}}}, "", ""},
+		{"request method", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{Method: "TRACE"}}, "request.method", "must be one of"},
+		{"request path relative", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{Path: "sms"}}, "request.path", "must start with '/'"},
+		{"request path dot-dot", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{Path: "/a/../admin"}}, "request.path", `must not have a ".." segment`},
+		{"request path query", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{Path: "/a?b=c"}}, "request.path", "use request.query"},
+		{"request url scheme", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{URL: "ftp://x/"}}, "request.url", `got scheme "ftp"`},
+		{"request url credentials", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{URL: "https://u:p@x/"}}, "request.url", "must not carry credentials"},
+		{"request header reserved", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{Headers: map[string]string{"authorization": "x"}}}, "request.headers.authorization", "set by the sink itself"},
+		{"request header sluice", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{Headers: map[string]string{"X-Sluice-Lane": "vip"}}}, "request.headers.X-Sluice-Lane", "set by the sink itself"},
+		{"request header CRLF", Job{Lane: "default", Cost: 1, Payload: ok, Request: &Request{Headers: map[string]string{"X-A": "a\r\nB: c"}}}, "request.headers.X-A", "without CR, LF"},
+	}
+	for _, tt := range tests {
+		lim := l
+		if strings.Contains(tt.name, "default limit") {
+			lim.MaxCost = 0
+			tt.field, tt.want = "cost", "must be between 1 and 100 (queue.max_cost), got 8000"
+		}
+		err := tt.job.Check(lim)
+		if tt.field == "" {
+			if err != nil {
+				t.Errorf("%s: got %v, want nil", tt.name, err)
+			}
+			continue
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(fe.Reason, tt.want) {
+			t.Errorf("%s: got %v, want %s: ...%s", tt.name, err, tt.field, tt.want)
+		}
+	}
+}
+
+// A bad max_cost is refused naming the key; zero means the default.
+func TestConfigMaxCost(t *testing.T) {
+	c := Config{Name: "sms", Lanes: []string{"default"}}
+	c.SetDefaults()
+	if c.MaxCost != DefaultMaxCost {
+		t.Errorf("MaxCost after SetDefaults: got %d, want %d", c.MaxCost, DefaultMaxCost)
+	}
+	c.MaxCost = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "queue.max_cost") {
+		t.Errorf("max_cost -1: got %v, want an error naming queue.max_cost", err)
+	}
+}

@@ -25,7 +25,7 @@ func Prepare(cfg *Config, now time.Time, jobs []*Job) error {
 			continue
 		}
 		j.Normalize(cfg.DefaultLane())
-		if err := j.Validate(cfg.Lanes, cfg.MaxPayloadBytes); err != nil {
+		if err := j.Check(cfg.Limits()); err != nil {
 			if len(jobs) == 1 {
 				errs = append(errs, err)
 			} else {

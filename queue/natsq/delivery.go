@@ -124,9 +124,16 @@ func (d *delivery) Retry(ctx context.Context, delay time.Duration, reason string
 func (d *delivery) retry(ctx context.Context, delay time.Duration, reason string) error {
 	j := d.job
 	j.LastError = reason
+	return d.republish(ctx, "retry", "r", j, delay)
+}
+
+// republish puts j back into its lane, due after delay (at once when 0),
+// under a message id derived from this delivery and prefix, so that a
+// repeat is a duplicate the stream drops; then it acks this delivery.
+func (d *delivery) republish(ctx context.Context, op, prefix string, j queue.Job, delay time.Duration) error {
 	body, err := json.Marshal(&j)
 	if err != nil {
-		return fmt.Errorf("natsq: retry %s: %w", j.ID, err)
+		return fmt.Errorf("natsq: %s %s: %w", op, j.ID, err)
 	}
 	var m *nats.Msg
 	if delay > 0 {
@@ -135,9 +142,9 @@ func (d *delivery) retry(ctx context.Context, delay time.Duration, reason string
 		m = nats.NewMsg(d.q.n.ready(j.Lane))
 		m.Data = body
 	}
-	m.Header.Set(jetstream.MsgIDHeader, derivedMsgID("r", d.seq, d.stored))
+	m.Header.Set(jetstream.MsgIDHeader, derivedMsgID(prefix, d.seq, d.stored))
 	if _, err := d.q.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("natsq: retry %s: %w", j.ID, err)
+		return fmt.Errorf("natsq: %s %s: %w", op, j.ID, err)
 	}
 	actx, cancel := detach(ctx)
 	defer cancel()

@@ -74,11 +74,17 @@ func testInvalidJobs(t *testing.T, h *harness) {
 		{"negative cost", queue.Job{Cost: -1, Payload: payload}, "cost"},
 		{"expires before not_before", queue.Job{NotBefore: now.Add(time.Hour), ExpiresAt: now.Add(time.Minute), Payload: payload}, "expires_at"},
 		{"expires at not_before", queue.Job{NotBefore: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour), Payload: payload}, "expires_at"},
+		{"cost over queue.max_cost", queue.Job{Cost: queue.DefaultMaxCost + 1, Payload: payload}, "cost"},
+		{"null payload", queue.Job{Payload: []byte(`null`)}, "payload"},
+		{"id not UTF-8", queue.Job{ID: "bad\xffid", Payload: payload}, "id"},
+		{"key not UTF-8", queue.Job{Key: "k\xfe", Payload: payload}, "key"},
+		{"request path relative", queue.Job{Payload: payload, Request: &queue.Request{Path: "sms"}}, "request.path"},
 	}
 	for _, c := range cases {
+		given := c.job.ID
 		_, err := q.Enqueue(t.Context(), &c.job)
 		checkInvalid(t, c.name, err, c.field)
-		if c.job.ID != "" {
+		if c.job.ID != given {
 			t.Errorf("%s: the refused job was given id %q", c.name, c.job.ID)
 		}
 	}

@@ -64,6 +64,7 @@ func cases() []testCase {
 		{"Stats", testStats},
 		{"UnknownLane", testUnknownLane},
 		{"Close", testClose},
+		{"LocateAndCancel", testLocateAndCancel},
 	}
 }
 

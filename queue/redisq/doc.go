@@ -38,10 +38,31 @@
 // succeeds only while the entry is pending for this consumer with the
 // delivery count it had when fetched; else it returns queue.ErrSettled.
 //
+// # Consumers
+//
+// Each Queue is one consumer of every lane's group, named by
+// Config.Consumer (host, process id and a random suffix by default). Close
+// removes it where it holds no job; a replica that dies cannot, so a Queue
+// that fetches also removes, every quarter of Config.ConsumerIdleLimit (at
+// most every 30s, jittered), the other consumers that hold no pending
+// entry and have been idle for at least the limit (Sweep). A dead
+// replica's pending entries are claimed by the others' fetches after the
+// visibility timeout; it then holds none and goes at the next clean-up
+// past the limit. Redis counts idle time from a consumer's last read, claim
+// or extension; before Redis 7.2 a read that finds nothing does not count,
+// so the consumer of a live replica on a lane that has had no job for
+// longer than the limit may be removed too: it holds nothing, and its next
+// read adds it again. Consumers reports how many each group holds.
+//
 // # Caveats
 //
 // A batch Enqueue is atomic per 500 jobs. With client retries enabled
 // (go-redis' MaxRetries), a script whose reply was lost may run twice: a
 // job without an idempotency key may then be stored twice, as at-least-once
 // allows. Dead letters stay until requeued.
+//
+// Redis replication is asynchronous: a failover to a replica loses the
+// writes the master had not sent it, enqueues included. WithMinReplicas
+// makes Enqueue wait for replicas (WAIT) and fail when they do not
+// confirm, so that an acknowledged job survives a failover.
 package redisq

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -45,18 +46,31 @@ type Queue struct {
 	cfg     queue.Config
 	keys    keys
 	scripts *scripts
+	log     *slog.Logger
+
+	minReplicas    int           // WithMinReplicas: replicas each enqueue waits for
+	replicaTimeout time.Duration // and for how long
 
 	closeOnce sync.Once
 	closed    chan struct{}
-	mu        sync.Mutex     // orders fetches.Add before Close's Wait
+	mu        sync.Mutex     // orders fetches.Add and bg.Add before Close's Wait
 	fetches   sync.WaitGroup // running Fetch calls, waited for by Close
+	sweeping  bool           // the clean-up loop was started (under mu)
+	bg        sync.WaitGroup // the clean-up loop, waited for by Close
 }
+
+// Option changes how New builds a Queue.
+type Option func(*Queue)
+
+// WithLogger sets the logger of the queue's background clean-up of idle
+// consumers (see Sweep). The default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
 
 // New returns a queue on client configured by cfg: it applies cfg's
 // defaults and validates it, reporting every problem. New does not talk to
 // Redis: each lane's consumer group is created when first needed. The queue
 // never closes client.
-func New(client redis.UniversalClient, cfg queue.Config) (*Queue, error) {
+func New(client redis.UniversalClient, cfg queue.Config, opts ...Option) (*Queue, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redisq: new: %w: nil redis client", queue.ErrInvalidConfig)
 	}
@@ -68,13 +82,21 @@ func New(client redis.UniversalClient, cfg queue.Config) (*Queue, error) {
 	if cfg.Consumer == "" {
 		cfg.Consumer = defaultConsumer()
 	}
-	return &Queue{
+	q := &Queue{
 		client:  client,
 		cfg:     cfg,
 		keys:    newKeys(cfg.Name),
 		scripts: newScripts(),
+		log:     slog.Default(),
 		closed:  make(chan struct{}),
-	}, nil
+	}
+	for _, o := range opts {
+		o(q)
+	}
+	if q.log == nil {
+		q.log = slog.Default()
+	}
+	return q, nil
 }
 
 // defaultConsumer names a consumer after the host, the process and a random
@@ -91,11 +113,11 @@ func defaultConsumer() string {
 func (q *Queue) Consumer() string { return q.cfg.Consumer }
 
 // Close stops the queue: blocked Fetch calls return queue.ErrClosed within
-// a block slice (half a second), and Close waits for them, so the client may
-// be closed once Close returns; later calls fail with queue.ErrClosed. Close
-// removes this consumer from the lanes' groups where it holds no job. It
-// does not close the Redis client. Closing again does nothing and returns
-// nil.
+// a block slice (half a second), and Close waits for them and for the
+// clean-up of idle consumers, so the client may be closed once Close
+// returns; later calls fail with queue.ErrClosed. Close removes this
+// consumer from the lanes' groups where it holds no job. It does not close
+// the Redis client. Closing again does nothing and returns nil.
 func (q *Queue) Close() error {
 	var err error
 	q.closeOnce.Do(func() {
@@ -103,6 +125,7 @@ func (q *Queue) Close() error {
 		close(q.closed)
 		q.mu.Unlock()
 		q.fetches.Wait()
+		q.bg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		err = q.scripts.forget.Run(ctx, q.client, q.keys.lanes(q.cfg.Lanes), group, q.cfg.Consumer).Err()
@@ -114,7 +137,9 @@ func (q *Queue) Close() error {
 }
 
 // startFetch registers a running Fetch, or returns queue.ErrClosed after
-// Close. The caller calls q.fetches.Done when the Fetch returns.
+// Close. The caller calls q.fetches.Done when the Fetch returns. The first
+// call starts the clean-up of idle consumers (see Sweep): a queue that only
+// enqueues or inspects leaves the groups alone.
 func (q *Queue) startFetch() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -122,6 +147,11 @@ func (q *Queue) startFetch() error {
 		return err
 	}
 	q.fetches.Add(1)
+	if !q.sweeping && q.cfg.ConsumerIdleLimit > 0 {
+		q.sweeping = true
+		q.bg.Add(1)
+		go q.sweepLoop()
+	}
 	return nil
 }
 
@@ -182,8 +212,8 @@ func (q *Queue) enqueue(ctx context.Context, jobs []*queue.Job) ([]queue.Enqueue
 		}
 		args = append(args, slices.Index(q.cfg.Lanes, j.Lane)+1, dk, nb, j.ID, token(), body)
 	}
-	v, err := q.scripts.enqueue.Run(ctx, q.client, keys, args...).Result()
-	if err != nil {
+	v, err := q.runEnqueue(ctx, keys, args)
+	if v == nil {
 		return nil, err
 	}
 	r := newReply(v, 0, 2)
@@ -194,7 +224,13 @@ func (q *Queue) enqueue(ctx context.Context, jobs []*queue.Job) ([]queue.Enqueue
 	for i := range res {
 		res[i] = queue.EnqueueResult{Duplicate: r.int(2*i) == 1, ID: r.str(2*i + 1)}
 	}
-	return res, r.err
+	if r.err != nil {
+		return nil, r.err
+	}
+	if err != nil { // stored, not confirmed by the replicas: not acknowledged
+		return nil, err
+	}
+	return res, nil
 }
 
 // token returns a unique token that keeps two equal jobs apart in a

@@ -30,12 +30,14 @@ var (
 	ackBatchLua string
 	//go:embed release.lua
 	releaseLua string
+	//go:embed sweep.lua
+	sweepLua string
 )
 
 // scripts holds each script wrapped once; Run uses EVALSHA and falls back to
 // EVAL when the server does not know the script (after a restart, say).
 type scripts struct {
-	enqueue, fetch, ack, retry, deadLetter, extend, requeue, stats, forget, ackBatch, release *redis.Script
+	enqueue, fetch, ack, retry, deadLetter, extend, requeue, stats, forget, ackBatch, release, sweep *redis.Script
 }
 
 func newScripts() *scripts {
@@ -51,5 +53,6 @@ func newScripts() *scripts {
 		forget:     redis.NewScript(forgetLua),
 		ackBatch:   redis.NewScript(ackBatchLua),
 		release:    redis.NewScript(releaseLua),
+		sweep:      redis.NewScript(sweepLua),
 	}
 }

@@ -1,0 +1,169 @@
+package queue
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Request is the part of the provider's request that a job chooses itself,
+// as a Google Cloud Tasks task carries its HTTP request. Every field is
+// optional; the sink's configuration gives the rest and bounds what a job
+// may choose (sink.HTTPConfig: the method, the base URL and its host, the
+// allowed other hosts, the headers the sink sets).
+//
+// On the wire: {"method": "PUT", "path": "/v2/messages", "query":
+// {"priority": "high"}, "headers": {"X-Tenant": "acme"}}.
+type Request struct {
+	// Method is the HTTP method: GET, POST, PUT, PATCH or DELETE. Empty
+	// means the sink's (sink.method). A GET or DELETE is sent without a body.
+	Method string `json:"method,omitempty"`
+	// URL replaces the sink's base URL (sink.url): an absolute http or https
+	// URL whose host is the base URL's or one listed in sink.allowed_hosts.
+	// It may not carry credentials or a fragment. Empty means sink.url.
+	URL string `json:"url,omitempty"`
+	// Path is appended to the path of the URL (sink.url, or URL): with
+	// sink.url http://host/api and path /v2/sms the request goes to
+	// http://host/api/v2/sms. It starts with '/' and holds no "." or ".."
+	// segment, no '?' and no '#'.
+	Path string `json:"path,omitempty"`
+	// Query adds parameters to the URL's query. A parameter that the
+	// sink's URL already has cannot be set (it may hold an API key).
+	Query map[string]string `json:"query,omitempty"`
+	// Headers adds request headers. The headers the sink sets itself
+	// (Content-Type, Authorization, Idempotency-Key, X-Sluice-*, the
+	// hop-by-hop ones) and those configured in sink.headers cannot be set.
+	Headers map[string]string `json:"headers,omitempty"`
+	// ContentType is the Content-Type of the body when the sink's encoding
+	// is raw. Empty means sink.content_type. Refused with other encodings.
+	ContentType string `json:"content_type,omitempty"`
+}
+
+// Methods a job's Request may name.
+var requestMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// maxRequestBytes bounds each string of a Request.
+const maxRequestBytes = 2048
+
+// check reports what is malformed in r whatever the sink: each a
+// *FieldError naming "request.<field>".
+func (r *Request) check() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: "request." + field, Reason: fmt.Sprintf(format, args...)})
+	}
+	if r.Method != "" && !slices.Contains(requestMethods, r.Method) {
+		bad("method", "must be one of %s, got %q", strings.Join(requestMethods, ", "), r.Method)
+	}
+	if r.URL != "" {
+		if msg := checkRequestURL(r.URL); msg != "" {
+			bad("url", "%s", msg)
+		}
+	}
+	if r.Path != "" {
+		if msg := checkRequestPath(r.Path); msg != "" {
+			bad("path", "%s", msg)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Query)) {
+		switch v := r.Query[k]; {
+		case k == "" || !utf8.ValidString(k) || len(k) > maxRequestBytes:
+			bad("query", "parameter name %q must be 1-%d bytes of UTF-8", k, maxRequestBytes)
+		case !utf8.ValidString(v) || len(v) > maxRequestBytes:
+			bad("query."+k, "must be at most %d bytes of UTF-8", maxRequestBytes)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+		if msg := CheckHeader(k, r.Headers[k]); msg != "" {
+			bad("headers."+k, "%s", msg)
+		}
+	}
+	if r.ContentType != "" && (len(r.ContentType) > 256 || strings.ContainsAny(r.ContentType, "\r\n\x00")) {
+		bad("content_type", "must be at most 256 bytes, without CR, LF or NUL")
+	}
+	return errs
+}
+
+func checkRequestURL(raw string) string {
+	if len(raw) > maxRequestBytes || !utf8.ValidString(raw) {
+		return fmt.Sprintf("must be at most %d bytes of UTF-8", maxRequestBytes)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("must be an absolute http or https URL, got scheme %q", u.Scheme)
+	case u.Host == "":
+		return "must be an absolute http or https URL, got no host"
+	case u.User != nil:
+		return "must not carry credentials (configure sink.auth)"
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "must not have a fragment"
+	}
+	return ""
+}
+
+func checkRequestPath(p string) string {
+	switch {
+	case len(p) > maxRequestBytes || !utf8.ValidString(p):
+		return fmt.Sprintf("must be at most %d bytes of UTF-8", maxRequestBytes)
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Sprintf("must start with '/', got %q", p)
+	case strings.ContainsAny(p, "?#\\\x00\r\n"):
+		return "must not contain '?', '#', '\\' or control characters (use request.query)"
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Sprintf("must not have a %q segment", seg)
+		}
+	}
+	if u, err := url.Parse(p); err != nil || u.Path == "" {
+		return "not a valid URL path"
+	}
+	return ""
+}
+
+// reservedRequestHeaders are set by the sink, or by Go's HTTP client, and
+// cannot be set by a job or by configuration.
+var reservedRequestHeaders = []string{
+	"Authorization", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection",
+	"Te", "Trailer", "Upgrade", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection",
+	"Idempotency-Key",
+}
+
+// CheckHeader reports, as a reason, what is wrong with a header a job asks
+// for: a name that is not a token, one the sink sets itself (see
+// Request.Headers), or a value with CR, LF or NUL or over 2 KiB. It
+// returns "" for a header a job may set. Sinks check the header against
+// their configured headers besides.
+func CheckHeader(name, value string) string {
+	canon := http.CanonicalHeaderKey(name)
+	switch {
+	case !validHeaderName(name):
+		return "not a valid header name"
+	case slices.Contains(reservedRequestHeaders, canon) || strings.HasPrefix(canon, "X-Sluice-"):
+		return "set by the sink itself, cannot be set by a job"
+	case len(value) > maxRequestBytes:
+		return fmt.Sprintf("value longer than %d bytes", maxRequestBytes)
+	case strings.ContainsAny(value, "\r\n\x00") || !utf8.ValidString(value):
+		return "value must be UTF-8 without CR, LF or NUL"
+	}
+	return ""
+}
+
+func validHeaderName(name string) bool {
+	if name == "" || len(name) > 256 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
