@@ -17,6 +17,9 @@
 //	caller's ctx ended                       ErrTransient, and ctx.Err() retry after backoff
 //	other 4xx, any 3xx (never followed)      *StatusError (ErrPermanent) dead-letter, err.Error() as
 //	                                                                     the reason
+//	none: the job is outside the bounds      ErrPermanent, naming the    dead-letter, never sent
+//	(Bounds: another host, a reserved        field (request.url: ...)    elsewhere
+//	header, a payload form cannot carry)
 //	none: the gate refused (WithGate)        the gate's error: ErrLate   forfeit the slot; the job
 //	                                         (none of the three above)   goes again on a later slot
 //
@@ -36,6 +39,12 @@
 // from the pool). LogSafe renders an error for a log line without the
 // provider's answer body.
 //
-// HTTP is the production sink; see Send for the request it makes. Log is a
-// sink for trying sluice out without a provider.
+// HTTP is the production sink; see Send for the request it makes: the
+// configuration (HTTPConfig: method, URL, body encoding json, form or raw,
+// headers, basic or bearer auth with the secret from a file or the
+// environment) shapes it, and a job's own request parts (queue.Request:
+// method, URL, path, query, headers) may change it within the bounds the
+// configuration sets (Bounds). Producers check the same bounds at enqueue
+// (producer.WithJobCheck(b.Check)). Log is a sink for trying sluice out
+// without a provider.
 package sink

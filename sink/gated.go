@@ -2,6 +2,7 @@ package sink
 
 import (
 	"errors"
+	"io"
 	"net/http"
 )
 
@@ -9,6 +10,13 @@ import (
 // and, only when the gate lets the request go, the transport beneath,
 // which writes it. A refused request is never handed to the transport: no
 // connection is opened and nothing is written.
+//
+// A request that passed the gate is written at most once. net/http writes
+// a request with an Idempotency-Key header again on its own when a reused
+// connection breaks after the request went out, and that second copy would
+// reach the provider on the same pacer slot, beyond the cap. The transport
+// may still retry an attempt that wrote nothing (a connection the server
+// had closed while idle), at once and on the same slot.
 type gatedTransport struct {
 	next http.RoundTripper
 }
@@ -28,8 +36,14 @@ func (t gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, &gateError{err: err}
 	}
-	return t.next.RoundTrip(req)
+	once := req.WithContext(req.Context()) // a shallow copy: RoundTrip must not change req
+	once.GetBody = func() (io.ReadCloser, error) { return nil, errWrittenOnce }
+	return t.next.RoundTrip(once)
 }
+
+// errWrittenOnce refuses to rewind a request body for a second write.
+var errWrittenOnce = errors.New("sink: the connection broke after the request was written; " +
+	"not written again on the same slot")
 
 // CloseIdleConnections closes the idle connections of the transport
 // beneath, for HTTP.Close (http.Client calls it only on a transport that

@@ -13,14 +13,18 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/setting"
 )
 
-// HTTP is the HTTP sink: it POSTs each job's payload to one URL and
+// HTTP is the HTTP sink: it sends each job as a request shaped by its
+// configuration (method, URL, body encoding, headers, auth) and by the
+// job's own request parts within the configuration's bounds, and
 // classifies the answer. Build one with NewHTTP and Close it when done. It
 // is safe for concurrent use.
 type HTTP struct {
 	client   *http.Client
 	endpoint endpoint
+	bounds   *Bounds
 	headers  http.Header
 	timeout  time.Duration
 	now      func() time.Time
@@ -43,15 +47,27 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		return nil, fmt.Errorf("sink: new http sink: %w", err)
 	}
 	ep, _ := parseEndpoint(cfg.URL) // checked by Validate
+	bounds, err := NewBounds(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sink: new http sink: %w", err)
+	}
 	h := &HTTP{
 		endpoint: ep,
-		headers:  make(http.Header, len(cfg.Headers)+1),
+		bounds:   bounds,
+		headers:  make(http.Header, len(cfg.Headers)+2),
 		timeout:  cfg.Timeout,
 		now:      cfg.Now,
 	}
 	h.headers.Set("User-Agent", "sluice")
 	for k, v := range cfg.Headers {
 		h.headers.Set(k, v)
+	}
+	auth, err := cfg.Auth.header()
+	if err != nil {
+		return nil, fmt.Errorf("sink: new http sink: %w", setting.Errorf(ErrInvalidConfig, cfg.Auth.secretKey(), "%v", err))
+	}
+	if auth != "" {
+		h.headers.Set("Authorization", auth)
 	}
 	transport := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -72,13 +88,20 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	return h, nil
 }
 
-// Send POSTs j.Payload to the sink's URL, as the body with Content-Type
-// application/json, with the headers Idempotency-Key (j.Key, else j.ID),
-// X-Sluice-Job-Id, X-Sluice-Lane, X-Sluice-Attempt and, when j.EnqueuedAt
-// is set, X-Sluice-Enqueued-At (RFC 3339 with nanoseconds), and classifies
-// the answer as the package documentation says. The request is bounded by
-// the configured Timeout and by ctx. Neither the payload nor the URL's
-// credentials ever appear in the error.
+// Send sends j to the provider and classifies the answer as the package
+// documentation says. The request's method is j.Request.Method, else
+// sink.method (POST); its URL sink.url (or j.Request.URL) extended by
+// j.Request.Path and j.Request.Query; its body j.Payload in the configured
+// encoding (none for GET and DELETE). Its headers are sink.headers,
+// j.Request.Headers, the Authorization of sink.auth, Content-Type (from
+// the encoding), Idempotency-Key (j.Key, else j.ID), X-Sluice-Job-Id,
+// X-Sluice-Lane, X-Sluice-Attempt and, when j.EnqueuedAt is set,
+// X-Sluice-Enqueued-At (RFC 3339 with nanoseconds). A job outside the
+// bounds (Bounds.Check) is not sent: Send returns an ErrPermanent error
+// naming the field, so that the job is dead-lettered with that reason.
+// The request is bounded by the configured Timeout and by ctx. Neither
+// the payload, the URL's credentials nor the auth secret ever appear in
+// the error.
 //
 // The gate that ctx may carry (WithGate) runs as the last step before the
 // request is handed to the transport: when it refuses, nothing is sent and
@@ -89,18 +112,22 @@ func (h *HTTP) Send(ctx context.Context, j *queue.Job) error {
 	if j == nil {
 		return fmt.Errorf("%w: nil job", ErrPermanent)
 	}
+	t, err := h.bounds.target(j)
+	if err != nil {
+		return outOfBounds(j, err)
+	}
 	reqCtx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	req, err := h.newRequest(reqCtx, j)
+	req, err := h.newRequest(reqCtx, j, t)
 	if err != nil {
 		return err
 	}
 	resp, err := h.client.Do(req)
 	if gerr, ok := refused(err); ok {
-		return fmt.Errorf("sink: POST %s: not sent: %w", h.endpoint.redacted, gerr)
+		return fmt.Errorf("sink: %s %s: not sent: %w", t.method, t.redacted, gerr)
 	}
 	if err != nil {
-		return h.requestError(ctx, reqCtx, err)
+		return h.requestError(ctx, reqCtx, t, err)
 	}
 	defer func() {
 		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
@@ -109,13 +136,32 @@ func (h *HTTP) Send(ctx context.Context, j *queue.Job) error {
 	return h.classify(resp)
 }
 
-func (h *HTTP) newRequest(ctx context.Context, j *queue.Job) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint.url, bytes.NewReader(j.Payload))
+func (h *HTTP) newRequest(ctx context.Context, j *queue.Job, t target) (*http.Request, error) {
+	// A bodiless request gets an empty body that net/http cannot rewind
+	// (not http.NoBody): net/http sends no body for a GET or DELETE whose
+	// body reads nothing, and does not write it a second time after a
+	// reused connection broke, as it would a request without a body (see
+	// gatedTransport: at most once per slot).
+	var body io.Reader = io.NopCloser(bytes.NewReader(nil))
+	var contentType string
+	if hasBody(t.method) {
+		b, ct, err := h.bounds.body(j)
+		if err != nil {
+			return nil, outOfBounds(j, err)
+		}
+		body, contentType = bytes.NewReader(b), ct
+	}
+	req, err := http.NewRequestWithContext(ctx, t.method, t.url, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: build request to %s: %v", ErrPermanent, h.endpoint.redacted, err)
+		return nil, fmt.Errorf("%w: build request to %s: %v", ErrPermanent, t.redacted, err)
 	}
 	req.Header = h.headers.Clone()
-	req.Header.Set("Content-Type", "application/json")
+	for k, v := range t.header {
+		req.Header[k] = v
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	key := j.Key
 	if key == "" {
 		key = j.ID
@@ -127,7 +173,7 @@ func (h *HTTP) newRequest(ctx context.Context, j *queue.Job) (*http.Request, err
 	if !j.EnqueuedAt.IsZero() {
 		req.Header.Set(HeaderEnqueuedAt, j.EnqueuedAt.UTC().Format(time.RFC3339Nano))
 	}
-	if u := h.endpoint.user; u != nil && req.Header.Get("Authorization") == "" {
+	if u := h.endpoint.user; u != nil && t.own && req.Header.Get("Authorization") == "" {
 		pass, _ := u.Password()
 		req.SetBasicAuth(u.Username(), pass)
 	}
@@ -143,19 +189,19 @@ func setIf(h http.Header, key, value string) {
 // requestError turns a failed round trip into a transient error: the
 // caller's ctx ended, the request's timeout passed, or the connection
 // failed. The message names the URL without its credentials.
-func (h *HTTP) requestError(ctx, reqCtx context.Context, err error) error {
+func (h *HTTP) requestError(ctx, reqCtx context.Context, t target, err error) error {
 	switch {
 	case ctx.Err() != nil:
-		return fmt.Errorf("%w: POST %s: cancelled: %w", ErrTransient, h.endpoint.redacted, ctx.Err())
+		return fmt.Errorf("%w: %s %s: cancelled: %w", ErrTransient, t.method, t.redacted, ctx.Err())
 	case errors.Is(reqCtx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%w: POST %s: no answer within %s: %w", ErrTransient, h.endpoint.redacted, h.timeout, context.DeadlineExceeded)
+		return fmt.Errorf("%w: %s %s: no answer within %s: %w", ErrTransient, t.method, t.redacted, h.timeout, context.DeadlineExceeded)
 	}
 	// *url.Error quotes the URL; keep only what it wraps (a dial or
 	// protocol error, which names host:port at most).
 	if uerr, ok := errors.AsType[*url.Error](err); ok {
 		err = uerr.Err
 	}
-	return fmt.Errorf("%w: POST %s: %w", ErrTransient, h.endpoint.redacted, err)
+	return fmt.Errorf("%w: %s %s: %w", ErrTransient, t.method, t.redacted, err)
 }
 
 // Close closes the sink's idle connections. Sends in flight finish; the
@@ -166,4 +212,7 @@ func (h *HTTP) Close() error {
 }
 
 // String describes the sink without credentials: "http POST http://host/path".
-func (h *HTTP) String() string { return "http POST " + h.endpoint.redacted }
+func (h *HTTP) String() string { return "http " + h.bounds.method + " " + h.endpoint.redacted }
+
+// Bounds returns what the sink lets a job choose of its request.
+func (h *HTTP) Bounds() *Bounds { return h.bounds }

@@ -1,0 +1,159 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// Bounds are what the HTTP sink's configuration lets a job choose of its
+// request (queue.Job.Request): the host (sink.url's, or one of
+// sink.allowed_hosts), query parameters other than sink.url's, headers
+// other than the sink's own and the configured ones, and a payload the
+// encoding can carry. The HTTP sink checks every job against them before
+// it sends, and a producer that knows the configuration checks at enqueue
+// (producer.WithJobCheck(b.Check)), so that a job out of bounds is refused
+// while its producer can still be told. Bounds hold no secret. A Bounds is
+// safe for concurrent use.
+type Bounds struct {
+	base      *url.URL   // sink.url without credentials
+	baseQuery url.Values // sink.url's query
+	allowed   []string   // sink.allowed_hosts
+	method    string
+	encoding  Encoding
+	rawType   string   // sink.content_type
+	static    []string // canonical names of sink.headers
+}
+
+// NewBounds returns the bounds of cfg. It applies SetDefaults to a copy
+// of cfg and checks the keys that shape a request (url, method, encoding,
+// content_type, allowed_hosts, headers), not the others, and reads no
+// secret: a producer can call it on the dispatchers' configuration.
+func NewBounds(cfg HTTPConfig) (*Bounds, error) {
+	cfg.SetDefaults()
+	if err := errors.Join(cfg.validateShape()...); err != nil {
+		return nil, fmt.Errorf("sink: bounds: %w", err)
+	}
+	u, _ := url.Parse(cfg.URL) // checked by validateShape
+	u.User = nil
+	b := &Bounds{base: u, baseQuery: u.Query(), allowed: cfg.AllowedHosts, method: cfg.Method,
+		encoding: cfg.Encoding, rawType: cfg.ContentType}
+	for name := range cfg.Headers {
+		b.static = append(b.static, http.CanonicalHeaderKey(name))
+	}
+	return b, nil
+}
+
+// Check reports what of job j the sink would refuse to send: each problem
+// a *queue.FieldError naming the field ("request.url: host evil.example is
+// neither sink.url's nor in sink.allowed_hosts", "payload: ..."), joined,
+// matching queue.ErrInvalidJob; nil when j can be sent. It does not repeat
+// the queue's own checks (queue.Job.Check).
+func (b *Bounds) Check(j *queue.Job) error {
+	_, err := b.target(j)
+	return err
+}
+
+// target is one job's request, before its body is encoded.
+type target struct {
+	method   string
+	url      string // to request
+	redacted string // scheme://host/path, for messages
+	header   http.Header
+	own      bool // to sink.url's host
+}
+
+// target builds the request j asks for within the bounds.
+func (b *Bounds) target(j *queue.Job) (target, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &queue.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	r := j.Request
+	if r == nil {
+		r = &queue.Request{}
+	}
+	t := target{method: b.method, own: true, header: http.Header{}}
+	if r.Method != "" {
+		t.method = r.Method
+	}
+	u := *b.base
+	query := maps.Clone(b.baseQuery)
+	if r.URL != "" {
+		ju, err := url.Parse(r.URL)
+		switch {
+		case err != nil || (ju.Scheme != "http" && ju.Scheme != "https") || ju.Host == "" || ju.User != nil:
+			bad("request.url", "must be an absolute http or https URL without credentials")
+		case strings.EqualFold(ju.Host, b.base.Host):
+			u, query = *ju, ju.Query()
+			for k, vs := range b.baseQuery {
+				query[k] = vs // the base's parameters stay the base's
+			}
+		case b.allows(ju):
+			u, query, t.own = *ju, ju.Query(), false
+		default:
+			bad("request.url", "host %s is neither sink.url's (%s) nor in sink.allowed_hosts", ju.Host, b.base.Host)
+		}
+	}
+	if r.Path != "" {
+		u.Path = strings.TrimSuffix(u.Path, "/") + r.Path
+		u.RawPath = ""
+	}
+	if query == nil {
+		query = url.Values{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Query)) {
+		if t.own && b.baseQuery.Has(k) {
+			bad("request.query."+k, "set by sink.url, cannot be set by a job")
+			continue
+		}
+		query.Set(k, r.Query[k])
+	}
+	u.RawQuery = query.Encode()
+	u.Fragment = ""
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+		canon := http.CanonicalHeaderKey(k)
+		switch msg := queue.CheckHeader(k, r.Headers[k]); {
+		case msg != "":
+			bad("request.headers."+k, "%s", msg)
+		case slices.Contains(b.static, canon):
+			bad("request.headers."+k, "set by sink.headers, cannot be set by a job")
+		default:
+			t.header.Set(canon, r.Headers[k])
+		}
+	}
+	if r.ContentType != "" && b.encoding != EncodingRaw {
+		bad("request.content_type", "only with sink.encoding raw (the sink's encoding is %s)", b.encoding)
+	}
+	if b.encoding == EncodingForm && hasBody(t.method) {
+		if _, err := formBody(j.Payload); err != nil {
+			bad("payload", "%v", err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return target{}, err
+	}
+	t.url = u.String()
+	t.redacted = redact(&u)
+	return t, nil
+}
+
+// allows reports whether u's host is in sink.allowed_hosts: an entry
+// without a port allows every port of its host.
+func (b *Bounds) allows(u *url.URL) bool {
+	for _, h := range b.allowed {
+		if strings.EqualFold(h, u.Host) || (!strings.Contains(h, ":") && strings.EqualFold(h, u.Hostname())) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasBody reports whether a request with method carries the payload.
+func hasBody(method string) bool { return method != http.MethodGet && method != http.MethodDelete }
