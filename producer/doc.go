@@ -13,7 +13,7 @@
 //
 //	{"id": "...", "lane": "vip", "user": "alice", "key": "idem-123",
 //	 "not_before": "2026-11-21T10:00:00Z", "expires_at": "2026-11-21T10:05:00Z",
-//	 "cost": 2, "payload": {...}}
+//	 "cost": 2, "request": {"path": "/v2/sms"}, "payload": {...}}
 //
 // Only payload is required. A typical application builds its jobs itself:
 //

@@ -9,20 +9,24 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/queue"
 )
 
 // wireFields are the fields of a job on the wire, in their documented order.
-var wireFields = []string{"id", "lane", "user", "key", "not_before", "expires_at", "cost", "payload"}
+var wireFields = []string{"id", "lane", "user", "key", "not_before", "expires_at", "cost", "request", "payload"}
 
 // queueFields are fields of queue.Job that the queue sets, never a producer.
 var queueFields = map[string]bool{"attempt": true, "enqueued_at": true, "last_error": true}
 
 // ParseJob reads one job in its JSON form: an object with the fields id,
 // lane, user, key (strings), not_before and expires_at (RFC 3339 times),
-// cost (a whole number) and payload (any JSON value but null). Only
-// payload is required; a field set to null is as if absent.
+// cost (a whole number, at least 1), request (an object with method, url,
+// path, query, headers and content_type; see queue.Request) and payload
+// (any JSON value but null). Only payload is required; any other field set
+// to null is as if absent. Every value must be valid UTF-8: the JSON decoder
+// would otherwise replace the bad bytes silently.
 //
 // It reports every problem found, each a *queue.FieldError naming its
 // field, joined with errors.Join and matching queue.ErrInvalidJob: a field
@@ -41,12 +45,14 @@ func ParseJob(line []byte) (*queue.Job, error) {
 	}
 	job := &queue.Job{}
 	var errs []error
+	payloadSeen := false
 	for _, f := range fields {
+		payloadSeen = payloadSeen || f.name == "payload"
 		if err := setField(job, f.name, f.value); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if len(job.Payload) == 0 {
+	if !payloadSeen {
 		errs = append(errs, &queue.FieldError{Field: "payload", Reason: "required"})
 	}
 	if len(errs) > 0 {
@@ -135,6 +141,12 @@ func describe(tok json.Token) string {
 // setField decodes the value of one member into job. A known field set
 // to null keeps its zero value.
 func setField(job *queue.Job, name string, v json.RawMessage) error {
+	if !utf8.Valid(v) {
+		return &queue.FieldError{Field: name, Reason: "not valid UTF-8"}
+	}
+	if name == "payload" && string(v) == "null" {
+		return &queue.FieldError{Field: name, Reason: "must not be null"}
+	}
 	if string(v) == "null" && slices.Contains(wireFields, name) {
 		return nil
 	}
@@ -155,7 +167,12 @@ func setField(job *queue.Job, name string, v json.RawMessage) error {
 		if err := json.Unmarshal(v, &job.Cost); err != nil {
 			return &queue.FieldError{Field: name, Reason: fmt.Sprintf("must be a whole number, got %s", v)}
 		}
+		if job.Cost < 1 {
+			return &queue.FieldError{Field: name, Reason: fmt.Sprintf("must be at least 1 (leave it out for 1), got %d", job.Cost)}
+		}
 		return nil
+	case "request":
+		return decodeRequest(v, job)
 	case "payload":
 		job.Payload = v
 		return nil
@@ -164,6 +181,37 @@ func setField(job *queue.Job, name string, v json.RawMessage) error {
 		return &queue.FieldError{Field: name, Reason: "set by the queue, not by a producer"}
 	}
 	return &queue.FieldError{Field: name, Reason: "unknown field (known: " + strings.Join(wireFields, ", ") + ")"}
+}
+
+// decodeRequest reads the request object, refusing fields it does not know.
+func decodeRequest(v json.RawMessage, job *queue.Job) error {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.DisallowUnknownFields()
+	var r queue.Request
+	if err := dec.Decode(&r); err != nil {
+		field := "request"
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+			field += "." + te.Field
+			return &queue.FieldError{Field: field, Reason: fmt.Sprintf("must be %s, got a JSON %s", jsonKind(te.Type.Kind().String()), te.Value)}
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return &queue.FieldError{Field: field, Reason: "unknown field " + name + " (known: method, url, path, query, headers, content_type)"}
+		}
+		return &queue.FieldError{Field: field, Reason: "must be an object with method, url, path, query, headers and content_type"}
+	}
+	job.Request = &r
+	return nil
+}
+
+// jsonKind names a Go kind as the JSON it is decoded from.
+func jsonKind(kind string) string {
+	switch kind {
+	case "map":
+		return "an object of strings"
+	case "string":
+		return "a string"
+	}
+	return kind
 }
 
 func decodeString(name string, v json.RawMessage, dst *string) error {

@@ -20,6 +20,8 @@ type Producer struct {
 	prio            priority.Config
 	lanes           []string
 	maxPayloadBytes int
+	maxCost         int
+	checks          []JobCheck
 }
 
 // Option changes how New builds a Producer.
@@ -27,7 +29,34 @@ type Option func(*options)
 
 type options struct {
 	maxPayloadBytes int
+	maxCost         int
+	checks          []JobCheck
 }
+
+// JobCheck is a check of a job that the queue cannot make itself, such as
+// the sink's bounds on the job's own request (sink.Bounds.Check). It
+// returns nil for a good job, else its problems, each a *queue.FieldError
+// naming the field.
+type JobCheck func(*queue.Job) error
+
+// WithJobCheck adds a check that Enqueue, EnqueueBatch and Check run on
+// every job before the queue sees it. The dispatcher's sink makes the
+// same check again at send, and dead-letters a job that fails it; checking
+// at enqueue refuses the job while its producer can still be told. The
+// sink's bounds come from the same configuration file the dispatchers
+// read: sink.NewBounds(cfg.HTTPSinkConfig()), then WithJobCheck(b.Check).
+func WithJobCheck(check JobCheck) Option {
+	return func(o *options) {
+		if check != nil {
+			o.checks = append(o.checks, check)
+		}
+	}
+}
+
+// WithMaxCost tells Check the queue's largest cost (queue.Config.MaxCost).
+// Zero, the default, means queue.DefaultMaxCost. Enqueue does not need it:
+// the queue applies its own limit.
+func WithMaxCost(n int) Option { return func(o *options) { o.maxCost = n } }
 
 // WithMaxPayloadBytes tells Check the queue's payload limit
 // (queue.Config.MaxPayloadBytes). Zero, the default, means
@@ -49,6 +78,9 @@ func New(q queue.Enqueuer, prio priority.Config, opts ...Option) (*Producer, err
 	if q == nil {
 		errs = append(errs, fmt.Errorf("%w: nil queue.Enqueuer", ErrInvalidConfig))
 	}
+	if o.maxCost < 0 {
+		errs = append(errs, fmt.Errorf("%w: max cost must not be negative, got %d", ErrInvalidConfig, o.maxCost))
+	}
 	if o.maxPayloadBytes < 0 {
 		errs = append(errs, fmt.Errorf("%w: max payload bytes must not be negative, got %d", ErrInvalidConfig, o.maxPayloadBytes))
 	}
@@ -64,7 +96,8 @@ func New(q queue.Enqueuer, prio priority.Config, opts ...Option) (*Producer, err
 	if o.maxPayloadBytes == 0 {
 		o.maxPayloadBytes = queue.DefaultMaxPayloadBytes
 	}
-	return &Producer{q: q, prio: prio, lanes: prio.LaneNames(), maxPayloadBytes: o.maxPayloadBytes}, nil
+	return &Producer{q: q, prio: prio, lanes: prio.LaneNames(), maxPayloadBytes: o.maxPayloadBytes,
+		maxCost: o.maxCost, checks: o.checks}, nil
 }
 
 // Lanes returns the lanes' names, highest priority first.
@@ -89,6 +122,9 @@ func (p *Producer) route(jobs []*queue.Job) {
 // Duplicate set. An invalid job is not stored and the error, which names
 // the field, matches queue.ErrInvalidJob.
 func (p *Producer) Enqueue(ctx context.Context, job *queue.Job) (queue.EnqueueResult, error) {
+	if err := p.runChecks([]*queue.Job{job}); err != nil {
+		return queue.EnqueueResult{}, fmt.Errorf("producer: enqueue: %w", err)
+	}
 	p.route([]*queue.Job{job})
 	res, err := p.q.Enqueue(ctx, job)
 	if err != nil {
@@ -109,6 +145,9 @@ func (p *Producer) Enqueue(ctx context.Context, job *queue.Job) (queue.EnqueueRe
 func (p *Producer) EnqueueBatch(ctx context.Context, jobs []*queue.Job) ([]queue.EnqueueResult, error) {
 	if len(jobs) == 0 {
 		return nil, nil
+	}
+	if err := p.runChecks(jobs); err != nil {
+		return nil, fmt.Errorf("producer: enqueue batch: %w", err)
 	}
 	p.route(jobs)
 	res, err := p.q.Enqueue(ctx, jobs...)
@@ -132,5 +171,35 @@ func (p *Producer) Check(job *queue.Job) error {
 	j := *job
 	j.Lane = p.prio.Route(&j)
 	j.Normalize(p.lanes[len(p.lanes)-1])
-	return j.Validate(p.lanes, p.maxPayloadBytes)
+	errs := []error{j.Check(queue.Limits{Lanes: p.lanes, MaxPayloadBytes: p.maxPayloadBytes, MaxCost: p.maxCost})}
+	for _, check := range p.checks {
+		errs = append(errs, check(&j))
+	}
+	return errors.Join(errs...)
+}
+
+// runChecks runs the checks of WithJobCheck on every job and returns their
+// problems, naming the job's index in a batch as the queue does. A nil job
+// is left to the queue.
+func (p *Producer) runChecks(jobs []*queue.Job) error {
+	if len(p.checks) == 0 {
+		return nil
+	}
+	var errs []error
+	for i, j := range jobs {
+		if j == nil {
+			continue
+		}
+		for _, check := range p.checks {
+			err := check(j)
+			switch {
+			case err == nil:
+			case len(jobs) == 1:
+				errs = append(errs, err)
+			default:
+				errs = append(errs, fmt.Errorf("job %d: %w", i, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/redisq"
+	"github.com/sluicehq/sluice/sink"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -294,5 +295,42 @@ func TestEnqueueWrapsBackendErrors(t *testing.T) {
 	_, err = p.Enqueue(context.Background(), &queue.Job{Payload: payload("x")})
 	if err == nil || !strings.HasPrefix(err.Error(), "producer: enqueue: ") {
 		t.Errorf("got %v, want the backend's error wrapped by producer: enqueue", err)
+	}
+}
+
+// A job check (the sink's bounds) refuses at enqueue, naming the job and
+// the field, and a batch with one refused job stores nothing.
+func TestJobCheckRefusesAtEnqueue(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	q, err := redisq.New(srv.Client(), queue.Config{Name: "sms", Lanes: prio.LaneNames()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	b, err := sink.NewBounds(sink.HTTPConfig{URL: "https://api.example.com/send"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(q, prio, WithJobCheck(b.Check), WithMaxCost(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := &queue.Job{Payload: json.RawMessage(`1`), Request: &queue.Request{Path: "/v2"}}
+	evil := &queue.Job{Payload: json.RawMessage(`1`), Request: &queue.Request{URL: "https://evil.example/x"}}
+	_, err = p.EnqueueBatch(ctxT(t), []*queue.Job{good, evil})
+	if !errors.Is(err, queue.ErrInvalidJob) || !strings.Contains(err.Error(), "job 1: request.url: host evil.example") {
+		t.Errorf("batch with a job for another host: got %v, want job 1's request.url named", err)
+	}
+	if _, err := p.Enqueue(ctxT(t), evil); err == nil || !strings.Contains(err.Error(), "request.url") {
+		t.Errorf("one job for another host: got %v, want request.url named", err)
+	}
+	if err := p.Check(&queue.Job{Cost: 6, Payload: json.RawMessage(`1`)}); err == nil || !strings.Contains(err.Error(), "cost: must be between 1 and 5") {
+		t.Errorf("Check of cost 6 with WithMaxCost(5): got %v, want cost named", err)
+	}
+	if got := ready(t, q); got["vip"]+got["bulk"]+got["default"] != 0 {
+		t.Errorf("stored after refusals: got %v, want nothing", got)
+	}
+	if _, err := p.Enqueue(ctxT(t), good); err != nil {
+		t.Errorf("a job within the bounds: %v", err)
 	}
 }
