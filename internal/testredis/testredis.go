@@ -33,6 +33,11 @@ type Options struct {
 	// Cluster starts the server as a one-node Redis Cluster owning every
 	// slot, so that tests can run a cluster client against it.
 	Cluster bool
+	// ReplicaOf (host:port) starts the server as a replica of that master.
+	ReplicaOf string
+
+	clusterNode bool     // cluster mode without claiming slots (StartCluster)
+	args        []string // further arguments (StartCluster)
 }
 
 // Server is one redis-server (or miniredis) owned by a test.
@@ -136,6 +141,16 @@ func (s *Server) Restart() {
 	s.t.Fatalf("testredis: restart: %v", err)
 }
 
+// RestartAsReplicaOf starts the server again on the same port as a
+// replica of master (host:port) from its first moment, as a failed master
+// that comes back must: restarted as a master and only then told
+// REPLICAOF, it would take writes on its own for that moment.
+func (s *Server) RestartAsReplicaOf(master string) {
+	s.t.Helper()
+	s.opts.ReplicaOf = master
+	s.Restart()
+}
+
 func (s *Server) start() error {
 	args := []string{
 		"--port", strconv.Itoa(s.port),
@@ -145,10 +160,16 @@ func (s *Server) start() error {
 		"--daemonize", "no",
 		"--protected-mode", "yes",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
+		"--repl-diskless-sync-delay", "0", // a replica syncs at once, not 5s later
 	}
-	if s.opts.Cluster {
+	if s.opts.Cluster || s.opts.clusterNode {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
 	}
+	if s.opts.ReplicaOf != "" {
+		host, port, _ := net.SplitHostPort(s.opts.ReplicaOf)
+		args = append(args, "--replicaof", host, port)
+	}
+	args = append(args, s.opts.args...)
 	if s.opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
