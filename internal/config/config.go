@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/api"
 	"github.com/sluicehq/sluice/internal/dispatch"
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/priority"
@@ -52,7 +53,9 @@ type Config struct {
 	Pacer    pacer.Config    `yaml:"pacer"`
 	Sink     Sink            `yaml:"sink"`
 	Metrics  Metrics         `yaml:"metrics"`
+	Admin    Admin           `yaml:"admin"`
 	Dispatch dispatch.Config `yaml:"dispatch"`
+	API      api.Config      `yaml:"api"`
 
 	producer bool // loaded by LoadProducer: the dispatcher's keys are optional
 }
@@ -136,6 +139,8 @@ func (c *Config) SetDefaults() {
 	q.Config.Lanes = q.Priority.LaneNames()
 	c.Redis.URL = or(c.Redis.URL, DefaultRedisURL)
 	c.NATS.URL = or(c.NATS.URL, DefaultNATSURL)
+	c.NATS.Replicas = or(c.NATS.Replicas, DefaultNATSReplicas)
+	c.Redis.MinReplicasTimeout = or(c.Redis.MinReplicasTimeout, DefaultMinReplicasTimeout)
 	c.Pacer.Name = or(c.Pacer.Name, q.Name)
 	c.Pacer.SetDefaults()
 	c.Sink.Type = or(c.Sink.Type, DefaultSinkType)
@@ -144,6 +149,7 @@ func (c *Config) SetDefaults() {
 	c.Dispatch = c.DispatchConfig()
 	c.Dispatch.SetDefaults()
 	q.Backoff = Backoff{Min: c.Dispatch.BackoffMin, Max: c.Dispatch.BackoffMax}
+	c.API.SetDefaults()
 }
 
 // or returns v, or def when v is zero.

@@ -61,6 +61,9 @@ func load(path string, env []string, flags map[string]string, producer bool) (*C
 		}
 	}
 	c := &Config{producer: producer}
+	// The dispatcher listens to the provider unless told not to: a zero
+	// pacer.Config has it off, so the default is set before decoding.
+	c.Pacer.Adaptive.Enabled = true
 	if err := s.decode(k, c, &ps); err != nil {
 		return nil, err
 	}

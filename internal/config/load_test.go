@@ -26,6 +26,7 @@ func TestDefaults(t *testing.T) {
 		{"queue.lanes", c.Queue.Priority.Lanes, []priority.Lane{{Name: "default", Weight: 1}}},
 		{"queue.policy", c.Queue.Priority.Policy, priority.Strict},
 		{"queue.visibility_timeout", c.Queue.VisibilityTimeout, 30 * time.Second},
+		{"queue.consumer_idle_limit", c.Queue.ConsumerIdleLimit, 5 * time.Minute},
 		{"queue.max_attempts", c.Queue.MaxAttempts, 8},
 		{"queue.dedup_window", c.Queue.DedupWindow, 10 * time.Minute},
 		{"queue.max_payload_bytes", c.Queue.MaxPayloadBytes, 64 << 10},
@@ -354,7 +355,7 @@ sink: {url: "https://api.example.com/send", timeout: 2s, max_in_flight: 9, heade
 `)
 	c := mustLoad(t, path, nil, nil)
 	wantQ := queue.Config{Name: "sms", Lanes: []string{"vip", "default"}, VisibilityTimeout: 20 * time.Second,
-		MaxAttempts: 4, DedupWindow: time.Hour, MaxPayloadBytes: 1000}
+		ConsumerIdleLimit: 5 * time.Minute, MaxAttempts: 4, DedupWindow: time.Hour, MaxPayloadBytes: 1000, MaxCost: queue.DefaultMaxCost}
 	gotQ := c.QueueConfig()
 	if gotQ.Now == nil {
 		t.Error("QueueConfig().Now: got nil, want the queue's default clock")
@@ -363,7 +364,8 @@ sink: {url: "https://api.example.com/send", timeout: 2s, max_in_flight: 9, heade
 		t.Errorf("QueueConfig(): got %+v, want %+v", gotQ, wantQ)
 	}
 	// The pacer's own defaults, applied by its SetDefaults.
-	wantP := pacer.Config{Name: "provider-a", Rate: 250.5, Burst: 3, Horizon: 20 * time.Millisecond}
+	wantP := pacer.Config{Name: "provider-a", Rate: 250.5, Burst: 3, Horizon: 20 * time.Millisecond,
+		Adaptive: pacer.Adaptive{Enabled: true}} // the dispatcher's default
 	wantP.SetDefaults()
 	if wantP.MaxBatch != pacer.DefaultMaxBatch || wantP.MaxLateness != pacer.DefaultMaxLateness || wantP.Headroom <= 0 {
 		t.Fatalf("pacer.Config.SetDefaults: got %+v, want the documented defaults", wantP)
@@ -371,7 +373,7 @@ sink: {url: "https://api.example.com/send", timeout: 2s, max_in_flight: 9, heade
 	if got := c.PacerConfig(); !reflect.DeepEqual(got, wantP) {
 		t.Errorf("PacerConfig(): got %+v, want %+v", got, wantP)
 	}
-	wantS := sink.HTTPConfig{URL: "https://api.example.com/send", Timeout: 2 * time.Second, MaxInFlight: 9,
+	wantS := sink.HTTPConfig{URL: "https://api.example.com/send", Method: "POST", Encoding: sink.EncodingJSON, Timeout: 2 * time.Second, MaxInFlight: 9,
 		Headers: sink.Headers{"X-Api-Key": "k"}}
 	gotS := c.HTTPSinkConfig()
 	if gotS.Now == nil {

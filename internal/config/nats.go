@@ -37,7 +37,16 @@ type NATS struct {
 	CredsFile string `yaml:"creds_file"`
 	// TLS configures TLS; setting any of it requires TLS of the server.
 	TLS TLS `yaml:"tls"`
+	// Replicas is the replica count of the streams and consumers the
+	// dispatcher creates: 1 for a single server, 3 (or 5) in a JetStream
+	// cluster, so that an enqueue is acknowledged only once a majority
+	// of the replicas holds it. An existing stream keeps its replica
+	// count. Zero means 1; at most 5.
+	Replicas int `yaml:"replicas"`
 }
+
+// DefaultNATSReplicas is nats.replicas's default.
+const DefaultNATSReplicas = 1
 
 // NATSOptions returns the options of a connection to nats.url, without the
 // URL itself (pass c.NATS.URL to nats.Connect): the client name "sluice",
@@ -111,6 +120,9 @@ func (c *Config) natsOptions() ([]nats.Option, []*problem) {
 		}
 	}
 	ps = append(ps, checkNATSAuth(urlUser, n.User, password, token, n.CredsFile)...)
+	if n.Replicas < 0 || n.Replicas > 5 {
+		ps = append(ps, problemf("nats.replicas", "must be from 1 to 5 (0 means 1), got %d", n.Replicas))
+	}
 	opts := []nats.Option{nats.Name("sluice"), nats.MaxReconnects(-1)}
 	switch {
 	case n.User != "":

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,7 +32,30 @@ type Redis struct {
 	// gives the credentials, database and TLS, and its host is ignored.
 	// Optional; not together with cluster_addrs.
 	Sentinel Sentinel `yaml:"sentinel"`
+	// MinReplicasAcked makes every enqueue wait, once its jobs are stored
+	// on the master, until that many replicas confirm them (Redis WAIT on
+	// the same connection). An enqueue they do not confirm within
+	// MinReplicasTimeout fails, so that the producer retries: a job is
+	// acknowledged only once a failover cannot lose it. Zero (the
+	// default) means no wait: replication stays asynchronous and a
+	// failover may lose jobs acknowledged just before it. At most 16.
+	MinReplicasAcked int `yaml:"min_replicas_acked"`
+	// MinReplicasTimeout bounds that wait. Zero means 100ms; at most 2s,
+	// under the client's read timeout.
+	MinReplicasTimeout time.Duration `yaml:"min_replicas_timeout"`
 }
+
+// ClusterStateReloadInterval is how often a Redis Cluster client asks the
+// cluster which node is master of each slot, while it is used: a bound on
+// how long it keeps sending to a master that a failover replaced.
+const ClusterStateReloadInterval = time.Second
+
+// Bounds of redis.min_replicas_acked and redis.min_replicas_timeout.
+const (
+	DefaultMinReplicasTimeout = 100 * time.Millisecond
+	MaxMinReplicasAcked       = 16
+	MaxMinReplicasTimeout     = 2 * time.Second
+)
 
 // Sentinel configures Redis Sentinel.
 type Sentinel struct {
@@ -76,6 +100,11 @@ func (c *Config) RedisClient() (redis.UniversalClient, error) {
 			Addrs: append([]string{opts.Addr}, r.ClusterAddrs...), Username: opts.Username, Password: opts.Password,
 			TLSConfig: opts.TLSConfig, DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout,
 			WriteTimeout: opts.WriteTimeout, PoolSize: opts.PoolSize,
+			// go-redis reloads the slots' masters on MOVED, but not when the
+			// master it knows stops answering; by default it would keep
+			// dialling a killed master for up to a minute after its replica
+			// took over.
+			ClusterStateReloadInterval: ClusterStateReloadInterval,
 		}), nil
 	case r.Sentinel.MasterName != "":
 		var sentinelPassword string
@@ -121,6 +150,7 @@ func (c *Config) redisOptions() (*redis.Options, []*problem) {
 		}
 	}
 	ps = append(ps, r.topologyProblems(opts.DB)...)
+	ps = append(ps, r.replicationProblems()...)
 	if r.TLS.isSet() {
 		if opts.TLSConfig == nil {
 			ps = append(ps, problemf("redis.tls", "set, but redis.url does not start with rediss://"))
@@ -159,6 +189,21 @@ func (r *Redis) topologyProblems(db int) []*problem {
 		if msg := checkHostPort(a); msg != "" {
 			ps = append(ps, problemf(fmt.Sprintf("redis.sentinel.addrs[%d]", i), "%s", msg))
 		}
+	}
+	return ps
+}
+
+// replicationProblems checks redis.min_replicas_acked and
+// redis.min_replicas_timeout.
+func (r *Redis) replicationProblems() []*problem {
+	var ps []*problem
+	if n := r.MinReplicasAcked; n < 0 || n > MaxMinReplicasAcked {
+		ps = append(ps, problemf("redis.min_replicas_acked", "must be from 0 (off) to %d replicas, got %d", MaxMinReplicasAcked, n))
+	}
+	if d := r.MinReplicasTimeout; d < 0 || d > MaxMinReplicasTimeout {
+		ps = append(ps, problemf("redis.min_replicas_timeout", "must be from 0 (the default, %s) to %s, got %s", DefaultMinReplicasTimeout, MaxMinReplicasTimeout, d))
+	} else if d > 0 && d < time.Millisecond {
+		ps = append(ps, problemf("redis.min_replicas_timeout", "must be at least 1ms (Redis WAIT counts milliseconds), got %s", d))
 	}
 	return ps
 }

@@ -96,6 +96,14 @@ func valueNode(v reflect.Value, key string) *yaml.Node {
 		return str(s)
 	case reflect.Float32, reflect.Float64:
 		return plain(strconv.FormatFloat(v.Float(), 'g', -1, 64))
+	case reflect.Map: // pacer.tenants.rates
+		m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			m.Content = append(m.Content, str(k.String()), valueNode(v.MapIndex(k), key+"."+k.String()))
+		}
+		return m
 	}
 	return plain(fmt.Sprint(v.Interface()))
 }

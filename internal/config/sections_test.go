@@ -33,24 +33,33 @@ func TestEveryPackageFieldIsAKeyOrMarkedNone(t *testing.T) {
 		{"sink.", reflect.TypeFor[sink.HTTPConfig]()},
 		{"dispatch.", reflect.TypeFor[dispatch.Config]()},
 	} {
-		for i := range tt.typ.NumField() {
-			sf := tt.typ.Field(i)
-			tag, tagged := sf.Tag.Lookup("yaml")
-			switch {
-			case !sf.IsExported() || tag == "-":
-			case !tagged:
-				t.Errorf("%s.%s has no yaml tag: give it its key, or yaml:\"-\" when it is none", tt.typ, sf.Name)
-			default:
-				name, _ := yamlName(sf)
-				if key := tt.prefix + name; s.byKey[key] == nil {
-					t.Errorf("%s.%s: got no key %s", tt.typ, sf.Name, key)
-				}
-			}
-		}
+		checkFieldKeys(t, s, tt.prefix, tt.typ)
 	}
-	for _, notKey := range []string{"pacer.clock", "dispatch.now", "dispatch.rand", "dispatch.max_in_flight", "queue.now", "queue.consumer", "sink.now"} {
+	for _, notKey := range []string{"pacer.clock", "pacer.log", "dispatch.now", "dispatch.rand", "dispatch.max_in_flight", "queue.now", "queue.consumer", "sink.now"} {
 		if s.byKey[notKey] != nil {
 			t.Errorf("%s: got a key, want none", notKey)
+		}
+	}
+}
+
+// checkFieldKeys checks that every exported field of typ is a key under prefix
+// or marked as none; a squashed struct's fields are its parent's.
+func checkFieldKeys(t *testing.T, s *schema, prefix string, typ reflect.Type) {
+	t.Helper()
+	for i := range typ.NumField() {
+		sf := typ.Field(i)
+		tag, tagged := sf.Tag.Lookup("yaml")
+		switch {
+		case !sf.IsExported() || tag == "-":
+		case !tagged:
+			t.Errorf("%s.%s has no yaml tag: give it its key, or yaml:\"-\" when it is none", typ, sf.Name)
+		case squashed(sf):
+			checkFieldKeys(t, s, prefix, sf.Type)
+		default:
+			name, _ := yamlName(sf)
+			if key := prefix + name; s.byKey[key] == nil && s.sections[key] == nil {
+				t.Errorf("%s.%s: got no key %s", typ, sf.Name, key)
+			}
 		}
 	}
 }
@@ -68,6 +77,38 @@ func TestPacerKeys(t *testing.T) {
 	_, err := Load("", nil, withRequired(map[string]string{"pacer.headroom": "0.5", "pacer.max_lateness": "soon"}))
 	if keys := problemKeys(t, err); !slices.Equal(keys, []string{"pacer.max_lateness", "pacer.headroom"}) {
 		t.Errorf("got problems about %v, want pacer.max_lateness, pacer.headroom; error:\n%v", keys, err)
+	}
+}
+
+// pacer.when_unavailable, pacer.degraded_safety and pacer.max_degraded:
+// defaults, the environment, and a problem per bad value naming its key.
+func TestPacerDegradedKeys(t *testing.T) {
+	c := mustLoad(t, "", nil, required())
+	if got := c.PacerConfig(); got.WhenUnavailable != pacer.Stop || got.DegradedSafety != pacer.DefaultDegradedSafety ||
+		got.MaxDegraded != pacer.DefaultMaxDegraded {
+		t.Errorf("defaults: got %q, %v, %s; want stop, %v, %s", got.WhenUnavailable, got.DegradedSafety, got.MaxDegraded,
+			pacer.DefaultDegradedSafety, pacer.DefaultMaxDegraded)
+	}
+	c = mustLoad(t, "", []string{"SLUICE_PACER_WHEN_UNAVAILABLE=local", "SLUICE_PACER_DEGRADED_SAFETY=0.5",
+		"SLUICE_PACER_MAX_DEGRADED=8s"}, required())
+	if got := c.PacerConfig(); got.WhenUnavailable != pacer.Local || got.DegradedSafety != 0.5 || got.MaxDegraded != 8*time.Second {
+		t.Errorf("from the environment: got %q, %v, %s; want local, 0.5, 8s", got.WhenUnavailable, got.DegradedSafety, got.MaxDegraded)
+	}
+	_, err := Load("", nil, withRequired(map[string]string{
+		"pacer.when_unavailable": "guess", "pacer.degraded_safety": "1.5", "pacer.max_degraded": "-1s"}))
+	want := map[string]string{
+		"pacer.when_unavailable": `must be stop or local, got "guess"`,
+		"pacer.degraded_safety":  "must be more than 0 and at most 1, got 1.5",
+		"pacer.max_degraded":     "must be more than 0 and at most 1h, got -1s",
+	}
+	got := setting.Errors(err)
+	if len(got) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(got), len(want), err)
+	}
+	for _, p := range got {
+		if p.Problem != want[p.Key] || !errors.Is(err, pacer.ErrInvalidConfig) {
+			t.Errorf("%s: got %q, want %q wrapping pacer.ErrInvalidConfig", p.Key, p.Problem, want[p.Key])
+		}
 	}
 }
 
@@ -135,5 +176,23 @@ func TestDispatchConfig(t *testing.T) {
 	_, err := Load("", nil, withRequired(map[string]string{"sink.max_in_flight": "-1"}))
 	if keys := problemKeys(t, err); !slices.Equal(keys, []string{"sink.max_in_flight"}) {
 		t.Errorf("a bad sink.max_in_flight: got problems about %v, want it once; error:\n%v", keys, err)
+	}
+}
+
+// pacer.adaptive is on unless the file turns it off, and its keys are
+// checked by the pacer with their names.
+func TestAdaptiveKeys(t *testing.T) {
+	if c := mustLoad(t, "", nil, required()); !c.Pacer.Adaptive.Enabled {
+		t.Error("pacer.adaptive.enabled: got false by default, want true")
+	}
+	c := mustLoad(t, "", []string{"SLUICE_PACER_ADAPTIVE_ENABLED=false", "SLUICE_PACER_ADAPTIVE_WINDOW=2s"}, required())
+	if c.Pacer.Adaptive.Enabled || c.Pacer.Adaptive.Window != 2*time.Second {
+		t.Errorf("from the environment: got %+v, want off with a 2s window", c.Pacer.Adaptive)
+	}
+	_, err := Load("", []string{"SLUICE_PACER_ADAPTIVE_TOLERANCE=0.9", "SLUICE_PACER_ADAPTIVE_MAX_HOLD=10ms"}, required())
+	for _, want := range []string{"pacer.adaptive.tolerance", "pacer.adaptive.max_hold"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad %s: got %v, want an error naming it", want, err)
+		}
 	}
 }

@@ -113,6 +113,13 @@ func TestRedisTopologyValidation(t *testing.T) {
 		{map[string]string{"redis.sentinel.master_name": "m"}, []string{"redis.sentinel.addrs"}},
 		{map[string]string{"redis.sentinel.addrs": "127.0.0.1:26379"}, []string{"redis.sentinel.master_name"}},
 		{map[string]string{"redis.sentinel.master_name": "m", "redis.sentinel.addrs": "127.0.0.1:26379", "redis.cluster_addrs": "127.0.0.1:7000"}, []string{"redis.sentinel"}},
+		{map[string]string{"redis.min_replicas_acked": "-1"}, []string{"redis.min_replicas_acked"}},
+		{map[string]string{"redis.min_replicas_acked": "17"}, []string{"redis.min_replicas_acked"}},
+		{map[string]string{"redis.min_replicas_timeout": "3s"}, []string{"redis.min_replicas_timeout"}},
+		{map[string]string{"redis.min_replicas_timeout": "-1ms"}, []string{"redis.min_replicas_timeout"}},
+		{map[string]string{"redis.min_replicas_timeout": "500us"}, []string{"redis.min_replicas_timeout"}},
+		{map[string]string{"nats.replicas": "6"}, []string{"nats.replicas"}},
+		{map[string]string{"nats.replicas": "-1"}, []string{"nats.replicas"}},
 	} {
 		flags := maps.Clone(topologyBase)
 		maps.Copy(flags, tt.set)
@@ -126,5 +133,26 @@ func TestRedisTopologyValidation(t *testing.T) {
 				t.Errorf("%v: error does not name %s:\n%v", tt.set, k, err)
 			}
 		}
+	}
+}
+
+// The replication keys have their defaults, and take what is given.
+func TestReplicationKeys(t *testing.T) {
+	cfg, err := Load("", nil, maps.Clone(topologyBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.MinReplicasAcked != 0 || cfg.Redis.MinReplicasTimeout != DefaultMinReplicasTimeout || cfg.NATS.Replicas != 1 {
+		t.Errorf("defaults: got min_replicas_acked %d, min_replicas_timeout %s, nats.replicas %d; want 0, %s, 1",
+			cfg.Redis.MinReplicasAcked, cfg.Redis.MinReplicasTimeout, cfg.NATS.Replicas, DefaultMinReplicasTimeout)
+	}
+	flags := maps.Clone(topologyBase)
+	maps.Copy(flags, map[string]string{"redis.min_replicas_acked": "1", "redis.min_replicas_timeout": "250ms", "nats.replicas": "3"})
+	if cfg, err = Load("", nil, flags); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.MinReplicasAcked != 1 || cfg.Redis.MinReplicasTimeout != 250*time.Millisecond || cfg.NATS.Replicas != 3 {
+		t.Errorf("set: got min_replicas_acked %d, min_replicas_timeout %s, nats.replicas %d; want 1, 250ms, 3",
+			cfg.Redis.MinReplicasAcked, cfg.Redis.MinReplicasTimeout, cfg.NATS.Replicas)
 	}
 }

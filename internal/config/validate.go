@@ -3,7 +3,12 @@ package config
 import (
 	"net"
 	"strconv"
+	"time"
 )
+
+// MinVisibilityTimeout is the least queue.visibility_timeout a dispatcher
+// starts with; see validateKeepAlive.
+const MinVisibilityTimeout = 2 * time.Second
 
 // Validate reports every problem of the configuration in one error
 // matching ErrInvalid, each line naming its key. Call SetDefaults first, as
@@ -41,10 +46,13 @@ func (c *Config) validate(ps *problems) {
 			ps.addf("metrics.listen", "%s", msg)
 		}
 	}
+	c.validateAdmin(ps)
 	// The engine checks queue.backoff and dispatch.*, and again
 	// sink.max_in_flight and pacer.rate, which their owners checked first.
 	d := c.DispatchConfig()
 	ps.addChecked(d.Validate(), nil)
+	// The ingest API's keys; its token file is read by serve-api alone.
+	ps.addChecked(c.API.Validate(), nil)
 	ps.sortBySection(from)
 }
 
@@ -61,6 +69,29 @@ func (c *Config) validateQueue(ps *problems) {
 	// same problem, under the same key, is reported once.
 	qc := c.QueueConfig()
 	ps.addChecked(qc.Validate(), nil)
+	if !c.producer {
+		c.validateKeepAlive(ps)
+	}
+}
+
+// validateKeepAlive refuses a visibility timeout that the dispatcher's
+// keep-alive cannot cover. A replica extends every job it holds, waiting
+// for a slot or with its request open to the provider, at least every half
+// visibility timeout (internal/dispatch, keepAlive), so a request may
+// outlast the visibility timeout: sink.timeout is not bounded by it, on
+// either backend (Redis claims the entry again for the same consumer,
+// resetting its idle time; JetStream restarts the ack wait on an
+// in-progress ack). What keep-alive cannot cover is a stall of the replica
+// or of the backend longer than the slack it leaves: half the visibility
+// timeout, less a tenth on JetStream, where a delivery counts as lost at
+// 90% of it. Below MinVisibilityTimeout that slack is under a second, which
+// a loaded host or a slow backend can take, and jobs would then reach the
+// provider twice. The producer, which holds no job, is not checked.
+func (c *Config) validateKeepAlive(ps *problems) {
+	if v := c.Queue.VisibilityTimeout; v > 0 && v < MinVisibilityTimeout {
+		ps.addf("queue.visibility_timeout", "must be at least %s for the dispatcher, got %s: jobs held or in flight are extended every third of it, and a shorter one leaves under a second for a stalled replica or backend before a job is sent twice",
+			MinVisibilityTimeout, v)
+	}
 }
 
 func (c *Config) validateSink(ps *problems) {

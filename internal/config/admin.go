@@ -1,0 +1,41 @@
+package config
+
+// Admin is the admin: section: what the operator's console on the metrics
+// listener needs.
+type Admin struct {
+	// TokenFile names a file holding the token that the console's actions
+	// (pause, resume, set rate, requeue, delete, purge) and its payload view
+	// ask for. Zero means no token: the console is read-only.
+	TokenFile string `yaml:"token_file"`
+}
+
+// AdminToken returns the console's token read from admin.token_file, or ""
+// when none is configured. Validate has checked that the file reads.
+func (c *Config) AdminToken() (string, error) {
+	if c.Admin.TokenFile == "" {
+		return "", nil
+	}
+	tok, p := readSecretFile("admin.token_file", c.Admin.TokenFile)
+	if p != nil {
+		return "", line{p}
+	}
+	return tok, nil
+}
+
+// validateAdmin checks that admin.token_file, when given, reads.
+func (c *Config) validateAdmin(ps *problems) {
+	if c.Admin.TokenFile == "" {
+		return
+	}
+	if _, p := readSecretFile("admin.token_file", c.Admin.TokenFile); p != nil {
+		ps.add(p)
+	}
+}
+
+// LoadAdmin is Load for the admin commands (status, set-rate, pause, dlq,
+// job), which send nothing to the provider: like LoadProducer, pacer.rate
+// and sink.url are not required, so the commands need only the keys they
+// use (queue.name, queue.backend, redis.url, nats.url).
+func LoadAdmin(path string, env []string, flags map[string]string) (*Config, error) {
+	return load(path, env, flags, true)
+}
