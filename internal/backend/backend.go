@@ -118,7 +118,8 @@ func openRedis(_ context.Context, cfg *config.Config, qcfg queue.Config, o Optio
 		rdb = c
 		closers = append(closers, c.Close)
 	}
-	q, err := redisq.New(rdb, qcfg)
+	q, err := redisq.New(rdb, qcfg, redisq.WithLogger(o.Log),
+		redisq.WithMinReplicas(cfg.Redis.MinReplicasAcked, cfg.Redis.MinReplicasTimeout))
 	if err != nil {
 		return nil, closers, err
 	}
@@ -146,7 +147,7 @@ func openNATS(ctx context.Context, cfg *config.Config, qcfg queue.Config, o Opti
 	if err != nil {
 		return nil, closers, fmt.Errorf("jetstream: %w", err)
 	}
-	q, err := natsq.New(ctx, js, qcfg, natsq.WithLogger(o.Log))
+	q, err := natsq.New(ctx, js, qcfg, natsq.WithLogger(o.Log), natsq.WithReplicas(max(cfg.NATS.Replicas, 1)))
 	if err != nil {
 		return nil, closers, err
 	}

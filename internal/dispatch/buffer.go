@@ -9,10 +9,11 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// held is a fetched delivery waiting for its slot.
+// held is a fetched delivery waiting for its slot, or with its request
+// open (openRequests).
 type held struct {
 	d       queue.Delivery
-	fetched time.Time // when fetched, put back or last extended
+	fetched time.Time // when fetched or last extended; zero when not known
 }
 
 // laneBuffer holds the jobs fetched ahead of their slots, one FIFO per
@@ -85,14 +86,15 @@ func (b *laneBuffer) pick() (queue.Delivery, bool) {
 }
 
 // putBack returns d to the front of its job's lane, so that it goes next
-// in that lane. A delivery of a lane the buffer does not hold is returned
-// as false.
-func (b *laneBuffer) putBack(d queue.Delivery, now time.Time) bool {
+// in that lane. When d was last extended is not known (it may have been in
+// flight for a long request), so stale returns it at its next call. A
+// delivery of a lane the buffer does not hold is returned as false.
+func (b *laneBuffer) putBack(d queue.Delivery) bool {
 	b.mu.Lock()
 	found := false
 	for i, name := range b.names {
 		if name == d.Job().Lane {
-			b.lanes[i] = append([]held{{d: d, fetched: now}}, b.lanes[i]...)
+			b.lanes[i] = append([]held{{d: d}}, b.lanes[i]...)
 			found = true
 			break
 		}
@@ -176,8 +178,8 @@ func (b *laneBuffer) signal() {
 	}
 }
 
-// stale returns the deliveries held since before now-age and marks them
-// fresh at now: the caller extends them with the queue, so that no other
+// stale returns the deliveries held since before now-age (or put back
+// since the last call) and marks them fresh at now: the caller extends them with the queue, so that no other
 // consumer gets them while they wait for a slot.
 func (b *laneBuffer) stale(now time.Time, age time.Duration) []queue.Delivery {
 	b.mu.Lock()

@@ -102,13 +102,13 @@ func TestLaneBufferPutBackGoesFirst(t *testing.T) {
 	b.stock(0, mk("vip", "v1"), now)
 	d, _ := b.pick() // v1
 	e, _ := b.pick() // d1
-	if !b.putBack(e, now) || !b.putBack(d, now) {
+	if !b.putBack(e) || !b.putBack(d) {
 		t.Fatal("putBack of a held lane's job = false, want true")
 	}
 	if got, want := pickAll(b), []string{"v1", "d1", "d2"}; !slices.Equal(got, want) {
 		t.Errorf("after putting back v1 and d1, picked %v, want %v", got, want)
 	}
-	if b.putBack(mk("bulk", "x")[0], now) {
+	if b.putBack(mk("bulk", "x")[0]) {
 		t.Error("putBack of an unknown lane's job = true, want false")
 	}
 	if n := b.len(0) + b.len(1); n != 0 {
@@ -219,8 +219,53 @@ func TestLaneBufferStale(t *testing.T) {
 		}
 	}
 	d, _ := b.pick() // v1
-	b.putBack(d, t0.Add(40*time.Second))
-	if got, want := ids(b.stale(t0.Add(45*time.Second), age)), []string{"d1"}; !slices.Equal(got, want) {
-		t.Errorf("stale after v1 was put back = %v, want %v (a put-back job counts from then)", got, want)
+	b.putBack(d)
+	// When a put-back job was last extended is not known (its request may
+	// have been open for long): the next call returns it, whatever its age.
+	if got, want := ids(b.stale(t0.Add(26*time.Second), age)), []string{"v1"}; !slices.Equal(got, want) {
+		t.Errorf("stale right after v1 was put back = %v, want %v", got, want)
+	}
+	if got, want := ids(b.stale(t0.Add(35*time.Second), age)), []string{"d1"}; !slices.Equal(got, want) {
+		t.Errorf("stale at t0+35s = %v, want %v (v1 counts from its extension at t0+26s)", got, want)
+	}
+}
+
+func TestOpenRequestsStale(t *testing.T) {
+	var o openRequests
+	_, mk := newTestBuffer(t, twoLanes)
+	t0 := time.Unix(1000, 0)
+	age := 10 * time.Second
+	if got := ids(o.stale(t0, age)); len(got) != 0 {
+		t.Errorf("stale of an empty set = %v, want none", got)
+	}
+	removeA := o.add(mk("vip", "a")[0])
+	if got, want := ids(o.stale(t0, age)), []string{"a"}; !slices.Equal(got, want) {
+		t.Errorf("stale right after a was added = %v, want %v (not known when last extended)", got, want)
+	}
+	removeB := o.add(mk("vip", "b")[0])
+	for _, tt := range []struct {
+		at   time.Duration
+		want []string
+	}{
+		{time.Second, []string{"b"}},
+		{9 * time.Second, nil},
+		{10 * time.Second, []string{"a"}},
+		{11 * time.Second, []string{"b"}},
+		{12 * time.Second, nil},
+	} {
+		got := ids(o.stale(t0.Add(tt.at), age))
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("stale at t0+%s = %v, want %v", tt.at, got, tt.want)
+		}
+	}
+	removeA()
+	if got, want := ids(o.stale(t0.Add(time.Hour), age)), []string{"b"}; !slices.Equal(got, want) {
+		t.Errorf("stale after a was removed = %v, want %v", got, want)
+	}
+	removeB()
+	removeB() // a second call removes nothing more
+	if n := o.len(); n != 0 {
+		t.Errorf("set holds %d after both were removed, want 0", n)
 	}
 }

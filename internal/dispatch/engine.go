@@ -44,9 +44,23 @@ type Pacer interface {
 	Forfeit(s pacer.Slot)
 	// Throttle holds the whole cluster back for d.
 	Throttle(ctx context.Context, d time.Duration) (time.Time, error)
+	// Aside returns an error while this replica must take no slots (its
+	// clock is too uncertain while other replicas' are not): it then
+	// fetches nothing and hands back the jobs it holds.
+	Aside() error
 }
 
 var _ Pacer = (*pacer.Pacer)(nil)
+
+// Feedback takes the provider's answers to steer the cluster's effective
+// rate (pacer.Feedback). With one, a throttling answer is reported, and
+// the schedule holds for its Retry-After once per episode; without, each
+// throttling answer holds the cluster with Pacer.Throttle.
+type Feedback interface {
+	Observe(a pacer.Answer)
+}
+
+var _ Feedback = (*pacer.Feedback)(nil)
 
 // Engine drains one replica's share of the queue toward the provider:
 // queue → priority → pacer → sink. Run it once; any number of replicas may
@@ -55,6 +69,7 @@ type Engine struct {
 	cfg     Config
 	q       Queue
 	pacer   Pacer
+	fb      Feedback // nil: throttles hold the cluster each time
 	sink    sink.Sender
 	buf     *laneBuffer // jobs fetched ahead of their slots
 	metrics *Metrics
@@ -63,12 +78,28 @@ type Engine struct {
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
 	open     atomic.Int64        // requests open to the provider
+	sending  openRequests        // their deliveries, kept alive with the buffer's
 	latency  atomic.Int64        // moving average of the provider's answer time, nanoseconds
 	replicas atomic.Int64        // replicas sharing the rate, as last told
 	acks     chan queue.Delivery // to the ack loop, when the queue acks in batches
 
 	healthMu sync.Mutex
-	health   map[string]error // last error per component, nil when healthy
+	health   map[string]error     // last error per component, nil when healthy
+	failedAt map[string]time.Time // when health's error was last recorded
+	// recovered is closed, and replaced, when a component that had failed
+	// answers again: loops backing off after a failure retry at once.
+	recovered chan struct{}
+	sent      sentCounts // requests sent per lane, for the replica's report
+
+	standing atomic.Bool           // standing aside (Pacer.Aside), as last seen
+	asideWhy atomic.Pointer[error] // why, while standing
+
+	permits  Permits       // nil without a cluster-wide bound
+	tenants  TenantLimits  // nil without tenant limits (tenants.go)
+	defers   deferrals     // spacing of deferred jobs per tenant
+	deferred atomic.Bool   // the last stocking deferred jobs
+	deferSem chan struct{} // bounds the defers in flight
+	deferWG  sync.WaitGroup
 }
 
 // Deps are what an engine runs on. Metrics and Log may be nil.
@@ -79,7 +110,25 @@ type Deps struct {
 	Priority priority.Config
 	Metrics  *Metrics
 	Log      *slog.Logger
+	// Feedback, when set, is told every answer of the provider.
+	Feedback Feedback
+	// Permits, when set, cap the requests open to the provider across
+	// the cluster (sink.max_in_flight_total): each request holds one.
+	Permits Permits
 }
+
+// Permits are the cluster's permits to have a request open to the
+// provider (pacer.Permits).
+type Permits interface {
+	// Acquire blocks until this replica holds a permit, and returns the
+	// function that gives it back.
+	Acquire(ctx context.Context) (release func(), err error)
+	// Run keeps the permits held alive until ctx ends, then gives them
+	// all back.
+	Run(ctx context.Context)
+}
+
+var _ Permits = (*pacer.Permits)(nil)
 
 // New returns an engine for cfg on deps.
 func New(cfg Config, deps Deps) (*Engine, error) {
@@ -101,13 +150,17 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		names[i] = l.Name
 	}
 	e := &Engine{
-		cfg: cfg, q: deps.Queue, pacer: deps.Pacer, sink: deps.Sink,
+		cfg: cfg, q: deps.Queue, pacer: deps.Pacer, fb: deps.Feedback, sink: deps.Sink, permits: deps.Permits,
 		buf:     newLaneBuffer(names, sched),
 		metrics: deps.Metrics, log: deps.Log,
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		health:   map[string]error{},
+		deferSem: make(chan struct{}, maxDefersInFlight),
 	}
 	e.replicas.Store(1)
+	if e.tenants = tenantLimits(deps.Pacer); e.tenants != nil {
+		e.tenants.SetTenantDemand(e.buf.tenantDemand)
+	}
 	return e, nil
 }
 
@@ -123,7 +176,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	for i := range e.buf.names {
 		bg.Go(func() { e.fetchLoop(fetchCtx, i) })
 	}
-	bg.Go(func() { e.keepAlive(fetchCtx) })
+	// Held and in-flight jobs are kept alive until the last is settled.
+	aliveCtx, stopAlive := context.WithCancel(context.WithoutCancel(ctx))
+	alive := make(chan struct{})
+	go func() { defer close(alive); e.keepAlive(aliveCtx) }()
+	defer func() { stopAlive(); <-alive }()
+	if e.permits != nil {
+		permitsDone := make(chan struct{})
+		go func() { defer close(permitsDone); e.permits.Run(aliveCtx) }()
+		defer func() { stopAlive(); <-permitsDone }()
+	}
 
 	ackDone := make(chan struct{})
 	if ba, ok := e.q.(queue.BatchAcker); ok {
@@ -142,6 +204,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.log.Info("dispatch: shutting down", "in_flight", e.open.Load())
 	stopFetch()
 	bg.Wait()
+	e.deferWG.Wait()
 	if !waitTimeout(&e.sends, e.cfg.ShutdownTimeout) {
 		e.log.Warn("dispatch: shutdown timeout, cancelling requests in flight", "timeout", e.cfg.ShutdownTimeout)
 		cancelSends()
@@ -171,8 +234,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			<-e.inflight
 			return
 		}
-		start := e.cfg.Now()
-		slot, err := e.pacer.Take(ctx, 1)
+		release, err := e.permit(ctx)
 		if err != nil {
 			<-e.inflight
 			if ctx.Err() != nil {
@@ -180,21 +242,48 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			}
 			failures++
 			e.backendError("pacer", err)
-			if sleep(ctx, e.retryDelay(failures)) != nil {
+			if e.retrySleep(ctx, failures) != nil {
+				return
+			}
+			continue
+		}
+		start := e.cfg.Now()
+		slot, err := e.pacer.Take(ctx, 1)
+		if err != nil {
+			release()
+			<-e.inflight
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, pacer.ErrAside) {
+				e.standAside(ctx) // hands the held jobs back and marks the pacer not ready
+				if sleep(ctx, asidePoll) != nil {
+					return
+				}
+				continue
+			}
+			failures++
+			e.backendError("pacer", err)
+			if e.retrySleep(ctx, failures) != nil {
 				return
 			}
 			continue
 		}
 		failures = 0
 		e.setHealthy("pacer")
-		d, ok := e.pick(ctx)
-		if !ok { // every held job expired: the slot is lost
+		d, ok := e.pick(ctx, slot)
+		if !ok { // every held job expired, or none may take the slot: it is lost
+			if e.tenants != nil {
+				e.tenants.Unused(slot)
+			}
+			release()
 			<-e.inflight
 			continue
 		}
 		if cost := d.Job().Cost; cost > 1 {
 			if slot, err = e.pacer.Take(ctx, cost-1); err != nil {
 				e.putBack(d)
+				release()
 				<-e.inflight
 				continue
 			}
@@ -204,16 +293,27 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 		go func() {
 			defer e.sends.Done()
 			defer func() { <-e.inflight }()
+			defer release()
 			e.send(sendCtx, d, slot)
 		}()
 	}
 }
 
+// permit acquires a cluster-wide permit when there is a bound, and
+// returns the function that gives it back (a no-op without a bound).
+func (e *Engine) permit(ctx context.Context) (func(), error) {
+	if e.permits == nil {
+		return func() {}, nil
+	}
+	return e.permits.Acquire(ctx)
+}
+
 // maxRetryDelay caps the back-off after backend failures: a replica asks
-// again at least twice a second, so that it is sending again within half
-// a second of Redis or NATS coming back (a few calls a second cost a
-// backend nothing).
-const maxRetryDelay = 500 * time.Millisecond
+// again at least four times a second, so that it is sending again within
+// a quarter of a second of Redis or NATS coming back (a few calls a second
+// cost a backend nothing). Loops also retry at once when another loop of
+// the replica sees a backend answer again (retrySleep).
+const maxRetryDelay = 250 * time.Millisecond
 
 // retryDelay backs off after repeated backend failures: 50ms doubling to
 // maxRetryDelay.
@@ -223,6 +323,29 @@ func (e *Engine) retryDelay(failures int) time.Duration {
 		d *= 2
 	}
 	return min(d, maxRetryDelay)
+}
+
+// retrySleep waits out the back-off after a backend failure, or less: it
+// returns as soon as any component that had failed answers again (with
+// the Redis backend, the pacer's first answer after an outage means the
+// queue is back too). It returns ctx's error when ctx ends first.
+func (e *Engine) retrySleep(ctx context.Context, failures int) error {
+	e.healthMu.Lock()
+	if e.recovered == nil {
+		e.recovered = make(chan struct{})
+	}
+	back := e.recovered
+	e.healthMu.Unlock()
+	t := time.NewTimer(e.retryDelay(failures))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-back:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitTimeout waits for wg up to d; false when d passed first.

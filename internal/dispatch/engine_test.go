@@ -3,7 +3,9 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/internal/poll"
+	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
@@ -33,12 +36,22 @@ type harness struct {
 
 func start(t *testing.T, cfg Config, prio priority.Config, p *gatePacer, s sink.Sender) *harness {
 	t.Helper()
+	return startWith(t, cfg, prio, p, s, nil)
+}
+
+// startWith is start with a feedback (nil for none).
+func startWith(t *testing.T, cfg Config, prio priority.Config, p *gatePacer, s sink.Sender, fb Feedback) *harness {
+	t.Helper()
 	var lanes []string
 	for _, l := range prio.Lanes {
 		lanes = append(lanes, l.Name)
 	}
 	q := newMemQueue(lanes...)
-	e, err := New(cfg, Deps{Queue: q, Pacer: p, Sink: s, Priority: prio})
+	deps := Deps{Queue: q, Pacer: p, Sink: s, Priority: prio}
+	if fb != nil {
+		deps.Feedback = fb
+	}
+	e, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +216,94 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
+// answers records what the engine reports to a feedback.
+type answers struct {
+	mu  sync.Mutex
+	got []pacer.Answer
+}
+
+func (a *answers) Observe(x pacer.Answer) { a.mu.Lock(); a.got = append(a.got, x); a.mu.Unlock() }
+
+func (a *answers) snapshot() []pacer.Answer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.got)
+}
+
+// With a feedback, every answer of the provider is reported (a failure
+// that is no answer is not), and a throttling answer holds nothing by
+// itself: the job goes back and is sent again, with no attempt spent.
+func TestFeedbackHearsEveryAnswer(t *testing.T) {
+	var throttledOnce atomic.Bool
+	rec := &recorder{fn: func(j *queue.Job) error {
+		switch string(j.Payload) {
+		case `"perm"`:
+			return &sink.StatusError{Status: 400}
+		case `"net"`:
+			return fmt.Errorf("%w: connection refused", sink.ErrTransient)
+		case `"thr"`:
+			if throttledOnce.CompareAndSwap(false, true) {
+				return &sink.ThrottledError{Status: 503, RetryAfter: 2 * time.Second}
+			}
+		}
+		return nil
+	}}
+	p := &gatePacer{}
+	fb := &answers{}
+	h := startWith(t, Config{BackoffMin: time.Minute, BackoffMax: time.Minute}, twoLanes, p, rec, fb)
+	h.q.Enqueue(context.Background(), job("ok", "default", "ok"), job("perm", "default", "perm"),
+		job("net", "default", "net"), job("thr", "default", "thr"))
+	eventually(t, 5*time.Second, "4 jobs settled", func() bool { return h.q.settledCount() == 4 })
+	var ok, thr int
+	for _, a := range fb.snapshot() {
+		if a.Throttled {
+			thr++
+			if a.RetryAfter != 2*time.Second {
+				t.Errorf("throttled answer reported with Retry-After %s, want 2s", a.RetryAfter)
+			}
+		} else {
+			ok++
+		}
+	}
+	if ok != 3 || thr != 1 {
+		t.Errorf("reported %d clean and %d throttling answers, want 3 (ok, perm, thr resent) and 1", ok, thr)
+	}
+	if _, throttles := p.count(); len(throttles) != 0 {
+		t.Errorf("Pacer.Throttle called %v with a feedback, want never", throttles)
+	}
+	if d := h.q.outcomes()["thr"]; d == nil || d.how != "ack" {
+		t.Errorf("throttled job settled %+v, want acked after its resend", d)
+	}
+}
+
+// A replica whose pacer stands aside takes no more slots and hands the
+// jobs it holds back to the queue, and says why in its readiness.
+func TestStandAsideReleasesHeldJobs(t *testing.T) {
+	p := &gatePacer{gate: make(chan struct{}, 1)}
+	rec := &recorder{}
+	h := start(t, Config{}, twoLanes, p, rec)
+	for i := range 5 {
+		h.q.Enqueue(context.Background(), job(fmt.Sprintf("j%d", i), "default", "x"))
+	}
+	eventually(t, 5*time.Second, "5 jobs fetched", func() bool { return h.q.fetchedCount() == 5 })
+	aside := fmt.Errorf("%w: clock uncertain", pacer.ErrAside)
+	p.aside.Store(&aside)
+	p.gate <- struct{}{} // the slot the waiting Take already had: one send
+	eventually(t, 5*time.Second, "1 job acked and 4 released", func() bool {
+		n := map[string]int{}
+		for _, d := range h.q.outcomes() {
+			n[d.how]++
+		}
+		return n["ack"] == 1 && n["release"] == 4
+	})
+	if err := h.e.Ready(context.Background()); !errors.Is(err, pacer.ErrAside) {
+		t.Errorf("Ready while standing aside = %v, want ErrAside", err)
+	}
+	if sent := rec.order(); len(sent) != 1 {
+		t.Errorf("sent %v, want only the job of the slot taken before standing aside", sent)
+	}
+}
+
 // A job of cost 3 spends three slots.
 func TestCostSpendsSlots(t *testing.T) {
 	p := &gatePacer{}
@@ -230,6 +331,8 @@ func TestGracefulShutdown(t *testing.T) {
 	for i := range 5 {
 		h.q.Enqueue(context.Background(), job(fmt.Sprintf("j%d", i), "default", "x"))
 	}
+	// Every job is held before the shutdown: one in flight, four to release.
+	eventually(t, 5*time.Second, "5 jobs fetched", func() bool { return h.q.fetchedCount() == 5 })
 	p.gate <- struct{}{}
 	<-inSend
 	h.cancel()

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/pacer"
@@ -18,6 +19,7 @@ type memQueue struct {
 	settled  []*memDelivery
 	fetched  int
 	maxAttem int
+	extends  map[string]int // Extend calls per job id
 }
 
 func newMemQueue(lanes ...string) *memQueue {
@@ -67,6 +69,13 @@ func (q *memQueue) Fetch(ctx context.Context, lane string, n int) ([]queue.Deliv
 	}
 	q.lanes[lane] = q.lanes[lane][take:]
 	return out, nil
+}
+
+// fetchedCount is how many deliveries Fetch has handed out.
+func (q *memQueue) fetchedCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.fetched
 }
 
 func (q *memQueue) ListDead(context.Context, int) ([]queue.DeadLetter, error) { return nil, nil }
@@ -130,7 +139,22 @@ func (d *memDelivery) DeadLetter(_ context.Context, reason string) error {
 	d.settle("dead", reason, 0)
 	return nil
 }
-func (d *memDelivery) Extend(context.Context) error  { return nil }
+func (d *memDelivery) Extend(context.Context) error {
+	d.q.mu.Lock()
+	defer d.q.mu.Unlock()
+	if d.q.extends == nil {
+		d.q.extends = map[string]int{}
+	}
+	d.q.extends[d.job.ID]++
+	return nil
+}
+
+// extended returns how many times job id was extended.
+func (q *memQueue) extended(id string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.extends[id]
+}
 func (d *memDelivery) Release(context.Context) error { d.settle("release", "", 0); return nil }
 
 // gatePacer grants a slot each time the test sends on gate (or at once
@@ -144,9 +168,13 @@ type gatePacer struct {
 	slots     int
 	throttles []time.Duration
 	forfeits  []pacer.Slot
+	aside     atomic.Pointer[error] // Aside's answer, and Take's error, when set
 }
 
 func (p *gatePacer) Take(ctx context.Context, n int) (pacer.Slot, error) {
+	if err := p.Aside(); err != nil {
+		return pacer.Slot{}, err
+	}
 	for range n {
 		if p.gate != nil {
 			select {
@@ -180,6 +208,13 @@ func (p *gatePacer) forfeited() []pacer.Slot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]pacer.Slot(nil), p.forfeits...)
+}
+
+func (p *gatePacer) Aside() error {
+	if e := p.aside.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 func (p *gatePacer) Throttle(_ context.Context, d time.Duration) (time.Time, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -15,19 +16,25 @@ func (e *Engine) fetchLoop(ctx context.Context, i int) {
 	lowest := i == len(e.buf.names)-1
 	failures := 0
 	for {
+		if e.standAside(ctx) {
+			if sleep(ctx, asidePoll) != nil {
+				return
+			}
+			continue
+		}
 		replicas := int(e.replicas.Load())
 		want, err := e.buf.waitForRoom(ctx, i, e.cfg.laneTarget(lowest, replicas, e.sendRate()))
 		if err != nil {
 			return
 		}
-		ds, err := e.q.Fetch(ctx, name, min(want, e.cfg.fetchChunk(replicas)))
+		ds, err := e.q.Fetch(ctx, name, e.fetchSize(want, replicas))
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, queue.ErrClosed) {
 				return
 			}
 			failures++
 			e.backendError("queue", err)
-			if sleep(ctx, e.retryDelay(failures)) != nil {
+			if e.retrySleep(ctx, failures) != nil {
 				return
 			}
 			continue
@@ -36,6 +43,31 @@ func (e *Engine) fetchLoop(ctx context.Context, i int) {
 		e.setHealthy("queue")
 		e.stock(ctx, i, ds)
 	}
+}
+
+// asidePoll is how often a replica standing aside looks again.
+const asidePoll = 100 * time.Millisecond
+
+// standAside reports whether the pacer wants this replica to stand aside.
+// While it does, it hands every job it holds back to the queue for the
+// other replicas and Ready says why; it logs on the way in and out.
+func (e *Engine) standAside(ctx context.Context) bool {
+	err := e.pacer.Aside()
+	if err == nil {
+		if e.standing.CompareAndSwap(true, false) {
+			e.asideWhy.Store(nil)
+			e.log.Info("dispatch: the pacer's clock is precise again; taking slots")
+		}
+		return false
+	}
+	e.asideWhy.Store(&err)
+	if e.standing.CompareAndSwap(false, true) {
+		e.log.Warn("dispatch: standing aside; held jobs go back to the queue for the other replicas", "why", err)
+	}
+	if ds := e.buf.drain(); len(ds) > 0 {
+		e.release(ds)
+	}
+	return true
 }
 
 // stock adds fetched deliveries to lane i, dead-lettering expired jobs
@@ -50,14 +82,24 @@ func (e *Engine) stock(ctx context.Context, i int, ds []queue.Delivery) {
 		}
 		fresh = append(fresh, d)
 	}
+	if e.tenants != nil {
+		fresh = e.deferExcess(ctx, fresh)
+	}
 	e.buf.stock(i, fresh, now)
 }
 
-// keepAlive extends jobs held longer than a third of the visibility
-// timeout, so that no other replica gets them while they wait for a slot.
+// keepAlive extends the jobs this replica holds with the queue until ctx
+// ends, so that no other replica gets them: those waiting in the lane
+// buffer for a slot, and those whose request is open to the provider (see
+// send). A job is extended once a third of the visibility timeout has
+// passed since it was fetched or last extended, and at the first round
+// after it was put back or its request opened, when that time is not
+// known. Rounds come every twelfth of the visibility timeout, so no job
+// goes longer than half of it without an extension (plus the time the
+// Extend calls take).
 func (e *Engine) keepAlive(ctx context.Context) {
 	every := e.cfg.VisibilityTimeout / 3
-	t := time.NewTicker(every / 2)
+	t := time.NewTicker(max(e.cfg.VisibilityTimeout/12, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -65,21 +107,44 @@ func (e *Engine) keepAlive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, d := range e.buf.stale(e.cfg.Now(), every) {
-			if err := d.Extend(ctx); err != nil && ctx.Err() == nil {
-				e.backendError("queue", err)
-			}
+		now := e.cfg.Now()
+		ds := append(e.buf.stale(now, every), e.sending.stale(now, every)...)
+		for _, d := range ds {
+			e.extend(ctx, d, every)
 		}
+	}
+}
+
+// extend extends one delivery, waiting at most limit: an Extend that takes
+// longer is too late for the jobs behind it. An Extend that finds the job
+// settled meanwhile is not a backend error.
+func (e *Engine) extend(ctx context.Context, d queue.Delivery, limit time.Duration) {
+	ectx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := d.Extend(ectx)
+	switch {
+	case err == nil || ctx.Err() != nil: // keep-alive ended
+	case errors.Is(err, queue.ErrSettled):
+		e.log.Debug("dispatch: job settled before it could be extended", "job", d.Job().ID, "err", err)
+	default:
+		e.backendError("queue", err)
 	}
 }
 
 // pick chooses the job that takes the slot that has just come, by the lane
 // policy, and removes it from its lane. It returns false when no lane holds
-// a job. Expired jobs met on the way are dead-lettered and skipped.
-func (e *Engine) pick(ctx context.Context) (queue.Delivery, bool) {
+// a job (with tenant limits: a job the slot allows). Expired jobs met on
+// the way are dead-lettered and skipped.
+func (e *Engine) pick(ctx context.Context, slot pacer.Slot) (queue.Delivery, bool) {
 	now := e.cfg.Now()
 	for {
-		d, ok := e.buf.pick()
+		var d queue.Delivery
+		var ok bool
+		if e.tenants == nil {
+			d, ok = e.buf.pick()
+		} else {
+			d, ok = e.buf.pickAllowed(func(j *queue.Job) bool { return e.allowed(j, slot) })
+		}
 		if !ok {
 			return nil, false
 		}
@@ -95,7 +160,7 @@ func (e *Engine) pick(ctx context.Context) (queue.Delivery, bool) {
 // answer, or when its slot could not be had or was too late), so it goes
 // next. A job of a lane this engine does not hold is released.
 func (e *Engine) putBack(d queue.Delivery) {
-	if !e.buf.putBack(d, e.cfg.Now()) {
+	if !e.buf.putBack(d) {
 		e.release([]queue.Delivery{d})
 	}
 }

@@ -43,10 +43,11 @@ func (p *providerLog) requests() []seenRequest {
 	return append([]seenRequest(nil), p.seen...)
 }
 
-// A slot already past its deadline when the request would leave sends
-// nothing: the slot is forfeited and the job goes on the next slot, same
-// delivery, same attempt, acked once.
-func TestLateSlotIsForfeitedAndJobSentOnALaterSlot(t *testing.T) {
+// runOverHTTP runs an engine on p, a memory queue and the HTTP sink
+// toward a recording provider, with metrics on a registry of its own,
+// until the test ends.
+func runOverHTTP(t *testing.T, p *gatePacer) (*providerLog, *memQueue, *prometheus.Registry) {
+	t.Helper()
 	prov := newProviderLog(t)
 	s, err := sink.NewHTTP(sink.HTTPConfig{URL: prov.URL})
 	if err != nil {
@@ -58,7 +59,6 @@ func TestLateSlotIsForfeitedAndJobSentOnALaterSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &gatePacer{late: 1}
 	q := newMemQueue("vip", "default")
 	e, err := New(Config{}, Deps{Queue: q, Pacer: p, Sink: s, Priority: twoLanes, Metrics: m})
 	if err != nil {
@@ -67,12 +67,21 @@ func TestLateSlotIsForfeitedAndJobSentOnALaterSlot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	}()
+	})
+	return prov, q, reg
+}
+
+// A slot already past its deadline when the request would leave sends
+// nothing: the slot is forfeited and the job goes on the next slot, same
+// delivery, same attempt, acked once.
+func TestLateSlotIsForfeitedAndJobSentOnALaterSlot(t *testing.T) {
+	p := &gatePacer{late: 1}
+	prov, q, reg := runOverHTTP(t, p)
 	q.Enqueue(context.Background(), job("otp", "vip", "x"))
 	eventually(t, 10*time.Second, "the job settled", func() bool { return q.settledCount() == 1 })
 
@@ -88,10 +97,7 @@ func TestLateSlotIsForfeitedAndJobSentOnALaterSlot(t *testing.T) {
 	if d := q.outcomes()["otp"]; d == nil || d.how != "ack" || d.job.Attempt != 1 {
 		t.Errorf("otp settled %+v, want acked on attempt 1", d)
 	}
-	q.mu.Lock()
-	fetched := q.fetched
-	q.mu.Unlock()
-	if fetched != 1 {
+	if fetched := q.fetchedCount(); fetched != 1 {
 		t.Errorf("fetched %d times, want 1: the job stays with this replica, not retried through the queue", fetched)
 	}
 	if n := histogramCount(t, reg, "sluice_send_lateness_seconds"); n != 1 {
@@ -101,32 +107,8 @@ func TestLateSlotIsForfeitedAndJobSentOnALaterSlot(t *testing.T) {
 
 // Every request that leaves records its lateness once.
 func TestLatenessRecordedPerSend(t *testing.T) {
-	prov := newProviderLog(t)
-	s, err := sink.NewHTTP(sink.HTTPConfig{URL: prov.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	reg := prometheus.NewPedanticRegistry()
-	m, err := NewMetrics(reg, Sources{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := &gatePacer{}
-	q := newMemQueue("vip", "default")
-	e, err := New(Config{}, Deps{Queue: q, Pacer: p, Sink: s, Priority: twoLanes, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	prov, q, reg := runOverHTTP(t, p)
 	var jobs []*queue.Job
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		jobs = append(jobs, job(id, "default", "x"))

@@ -37,6 +37,9 @@ type Sources struct {
 	// EffectiveRate returns the cluster's effective rate (the override when
 	// set, else the configured rate) and the configured rate.
 	EffectiveRate func(ctx context.Context) (effective, configured float64, err error)
+	// Feedback returns what this replica's reports of the provider's
+	// answers did (pacer.Feedback.Stats): cuts, undos and holds it made.
+	Feedback func() pacer.FeedbackStats
 }
 
 // NewMetrics registers sluice's metrics on reg.
@@ -91,8 +94,15 @@ func (m *Metrics) Lanes(lanes []string) {
 		}
 		m.retries.WithLabelValues(l)
 		m.wait.WithLabelValues(l)
+		for _, r := range deadReasons {
+			m.deadLetters.WithLabelValues(l, r)
+		}
 	}
 }
+
+// deadReasons are the reasons of sluice_dead_letters_total, each exported
+// at zero from the start so that increase() sees the first dead letter.
+var deadReasons = []string{"permanent", "expired", "max_attempts"}
 
 func (m *Metrics) outcome(lane, outcome string) {
 	if m == nil {
@@ -175,11 +185,30 @@ var (
 		"The Redis clock minus this replica's clock, as the pacer estimates it.", nil, nil)
 	uncertaintyDesc = prometheus.NewDesc("sluice_pacer_clock_uncertainty_seconds",
 		"The bound on the error of sluice_pacer_clock_offset_seconds: half the round trip it was estimated from.", nil, nil)
+	degradedDesc = prometheus.NewDesc("sluice_pacer_degraded",
+		"1 while the pacer's Redis is unreachable and this replica paces itself locally (pacer.when_unavailable: local), else 0.", nil, nil)
+	degradedEpisodesDesc = prometheus.NewDesc("sluice_pacer_degraded_total",
+		"Times this replica began pacing itself locally because the pacer's Redis was unreachable.", nil, nil)
+	localGrantedDesc = prometheus.NewDesc("sluice_pacer_local_slots_granted_total",
+		"Slots this replica granted itself in local mode, while the pacer's Redis was unreachable.", nil, nil)
+	localRateDesc = prometheus.NewDesc("sluice_pacer_local_rate",
+		"The rate this replica paces itself at in local mode, in slots per second; 0 when not in local mode or past pacer.max_degraded.", nil, nil)
+	replicasDesc = prometheus.NewDesc("sluice_pacer_replicas",
+		"Replicas sharing the schedule, as this replica last learnt: the divisor of its local rate.", nil, nil)
+	effectiveDesc = prometheus.NewDesc("sluice_pacer_effective_rate",
+		"The rate the cluster's schedule runs at, in slots per second: the configured rate or the operator's override, "+
+			"lower while the provider throttles (pacer.adaptive).", nil, nil)
+	cutsDesc = prometheus.NewDesc("sluice_pacer_rate_cuts_total",
+		"Cuts of the cluster's effective rate made by this replica's reports of throttling answers.", nil, nil)
+	undosDesc = prometheus.NewDesc("sluice_pacer_rate_undos_total",
+		"Cuts undone by this replica's reports because the throttling did not follow the rate.", nil, nil)
+	holdsDesc = prometheus.NewDesc("sluice_pacer_holds_total",
+		"Holds of the whole schedule for a provider's Retry-After made by this replica's reports (once per episode).", nil, nil)
 )
 
 // forfeitReasons are the reasons of pacer.Stats.Forfeited, each exported
 // from the start.
-var forfeitReasons = []string{"unclaimed", "stale", "late"}
+var forfeitReasons = []string{"unclaimed", "stale", "late", "ineligible"}
 
 func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- depthDesc
@@ -190,6 +219,15 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- forfeitedDesc
 	ch <- offsetDesc
 	ch <- uncertaintyDesc
+	ch <- degradedDesc
+	ch <- degradedEpisodesDesc
+	ch <- localGrantedDesc
+	ch <- localRateDesc
+	ch <- replicasDesc
+	ch <- effectiveDesc
+	ch <- cutsDesc
+	ch <- undosDesc
+	ch <- holdsDesc
 }
 
 func (s *scraped) Collect(ch chan<- prometheus.Metric) {
@@ -210,7 +248,14 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		if eff, conf, err := s.src.EffectiveRate(ctx); err == nil {
 			ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, eff, "effective")
 			ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, conf, "configured")
+			ch <- prometheus.MustNewConstMetric(effectiveDesc, prometheus.GaugeValue, eff)
 		}
+	}
+	if s.src.Feedback != nil {
+		st := s.src.Feedback()
+		ch <- prometheus.MustNewConstMetric(cutsDesc, prometheus.CounterValue, float64(st.Cuts))
+		ch <- prometheus.MustNewConstMetric(undosDesc, prometheus.CounterValue, float64(st.Undos))
+		ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.CounterValue, float64(st.Holds))
 	}
 	if s.src.PacerStats != nil {
 		collectPacer(ch, s.src.PacerStats())
@@ -225,4 +270,16 @@ func collectPacer(ch chan<- prometheus.Metric, st pacer.Stats) {
 	}
 	ch <- prometheus.MustNewConstMetric(offsetDesc, prometheus.GaugeValue, st.ClockOffset.Seconds())
 	ch <- prometheus.MustNewConstMetric(uncertaintyDesc, prometheus.GaugeValue, st.ClockUncertainty.Seconds())
+	degraded, localRate := 0.0, 0.0
+	if st.Degraded {
+		degraded = 1
+		if !st.DegradedStopped {
+			localRate = st.LocalRate
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(degradedDesc, prometheus.GaugeValue, degraded)
+	ch <- prometheus.MustNewConstMetric(degradedEpisodesDesc, prometheus.CounterValue, float64(st.DegradedEpisodes))
+	ch <- prometheus.MustNewConstMetric(localGrantedDesc, prometheus.CounterValue, float64(st.LocalGranted))
+	ch <- prometheus.MustNewConstMetric(localRateDesc, prometheus.GaugeValue, localRate)
+	ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(st.Sharers))
 }

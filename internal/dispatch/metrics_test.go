@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -70,8 +71,8 @@ sluice_pacer_clock_uncertainty_seconds 0.0002
 		"sluice_pacer_clock_offset_seconds", "sluice_pacer_clock_uncertainty_seconds"); err != nil {
 		t.Error(err)
 	}
-	if got := forfeited(t, reg); !maps.Equal(got, map[string]float64{"unclaimed": 0, "stale": 0, "late": 2}) {
-		t.Errorf("sluice_pacer_slots_forfeited_total = %v, want unclaimed 0, stale 0, late 2", got)
+	if got := forfeited(t, reg); !maps.Equal(got, map[string]float64{"unclaimed": 0, "stale": 0, "late": 2, "ineligible": 0}) {
+		t.Errorf("sluice_pacer_slots_forfeited_total = %v, want unclaimed 0, stale 0, late 2, ineligible 0", got)
 	}
 	if got := testutil.CollectAndCount(m.late); got != 1 {
 		t.Errorf("sluice_send_lateness_seconds series: %d, want 1", got)
@@ -101,8 +102,8 @@ func TestMetricsCollectAndLint(t *testing.T) {
 	}
 	// A pacer with no forfeits yet (an empty map) still exports every reason at 0.
 	if n := testutil.CollectAndCount(&scraped{src: Sources{PacerStats: func() pacer.Stats { return pacer.Stats{} }}},
-		"sluice_pacer_slots_forfeited_total"); n != 3 {
-		t.Errorf("sluice_pacer_slots_forfeited_total series with no forfeits: %d, want 3 (unclaimed, stale, late)", n)
+		"sluice_pacer_slots_forfeited_total"); n != 4 {
+		t.Errorf("sluice_pacer_slots_forfeited_total series with no forfeits: %d, want 4 (unclaimed, stale, late, ineligible)", n)
 	}
 }
 
@@ -153,4 +154,66 @@ func TestNilMetrics(t *testing.T) {
 	m.sent(&queue.Job{}, time.Now())
 	m.throttle()
 	m.Lanes([]string{"x"})
+}
+
+// The pacer's local mode is exported: a 0/1 gauge, the episodes, the
+// slots granted locally, the local rate (0 once past max_degraded) and the
+// replica count it divides by.
+func TestMetricsDegraded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   pacer.DegradedStats
+		want string
+	}{
+		{"shared", pacer.DegradedStats{DegradedEpisodes: 2, LocalGranted: 40, Sharers: 3}, `
+sluice_pacer_degraded 0
+sluice_pacer_degraded_total 2
+sluice_pacer_local_rate 0
+sluice_pacer_local_slots_granted_total 40
+sluice_pacer_replicas 3
+`},
+		{"local", pacer.DegradedStats{Degraded: true, LocalRate: 73.5, DegradedEpisodes: 3, LocalGranted: 41, Sharers: 3}, `
+sluice_pacer_degraded 1
+sluice_pacer_degraded_total 3
+sluice_pacer_local_rate 73.5
+sluice_pacer_local_slots_granted_total 41
+sluice_pacer_replicas 3
+`},
+		{"stopped", pacer.DegradedStats{Degraded: true, DegradedStopped: true, LocalRate: 73.5, DegradedEpisodes: 3, Sharers: 3}, `
+sluice_pacer_degraded 1
+sluice_pacer_degraded_total 3
+sluice_pacer_local_rate 0
+sluice_pacer_local_slots_granted_total 0
+sluice_pacer_replicas 3
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			if _, err := NewMetrics(reg, Sources{PacerStats: func() pacer.Stats { return pacer.Stats{DegradedStats: tc.st} }}); err != nil {
+				t.Fatal(err)
+			}
+			names := []string{"sluice_pacer_degraded", "sluice_pacer_degraded_total", "sluice_pacer_local_rate",
+				"sluice_pacer_local_slots_granted_total", "sluice_pacer_replicas"}
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got strings.Builder
+			for _, mf := range mfs {
+				for _, n := range names {
+					if mf.GetName() == n {
+						m := mf.GetMetric()[0]
+						v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+						fmt.Fprintf(&got, "%s %v\n", n, v)
+					}
+				}
+			}
+			if g := got.String(); g != strings.TrimPrefix(tc.want, "\n") {
+				t.Errorf("got\n%swant\n%s", g, strings.TrimPrefix(tc.want, "\n"))
+			}
+			if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+				t.Errorf("lint: %v %v", problems, err)
+			}
+		})
+	}
 }

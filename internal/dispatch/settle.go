@@ -31,6 +31,7 @@ const (
 // was sent: the slot is forfeited and the job goes back to the front of its
 // lane.
 func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
+	defer e.sending.add(d)() // kept alive until settled: see keepAlive
 	j := d.Job()
 	e.metrics.inFlight(1)
 	e.open.Add(1)
@@ -43,12 +44,14 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 		e.late(d, slot)
 		return
 	}
+	e.sent.add(j.Lane)
 	if !gated.Load() { // a sink that runs no gate: the send began at start
 		e.metrics.sent(j, start)
 	}
 	took := e.cfg.Now().Sub(start)
 	e.metrics.providerLatency(took)
 	e.noteLatency(took)
+	e.observe(err)
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
@@ -105,18 +108,43 @@ func (e *Engine) late(d queue.Delivery, slot pacer.Slot) {
 	e.putBack(d)
 }
 
-// throttled makes the whole cluster hold back for the provider's
-// Retry-After and puts the job back to go first when slots come again. A
+// observe tells the feedback, when there is one, of the provider's answer
+// to a request: an error that is no answer (the request failed on the
+// way) is not one.
+func (e *Engine) observe(err error) {
+	if e.fb == nil {
+		return
+	}
+	switch {
+	case err == nil:
+		e.fb.Observe(pacer.Answer{})
+	case errors.Is(err, sink.ErrThrottled):
+		e.fb.Observe(pacer.Answer{Throttled: true, RetryAfter: sink.RetryAfter(err)})
+	default:
+		if _, ok := errors.AsType[*sink.StatusError](err); ok {
+			e.fb.Observe(pacer.Answer{})
+		}
+	}
+}
+
+// throttled puts the job back to go first when slots come again. A
 // throttle is the provider's state, not the job's failure: no attempt is
-// spent.
+// spent. With a feedback, the answer was reported (observe) and the
+// schedule reacts once for the cluster; without, the whole cluster holds
+// back for the provider's Retry-After, each time one comes.
 func (e *Engine) throttled(ctx context.Context, d queue.Delivery, err error) {
+	e.metrics.throttle()
+	e.metrics.outcome(d.Job().Lane, outThrottled)
+	if e.fb != nil {
+		e.log.Debug("dispatch: provider throttled; the job goes first on a later slot", "job", d.Job().ID, "err", sink.LogSafe(err))
+		e.putBack(d)
+		return
+	}
 	wait := sink.RetryAfter(err)
 	if wait <= 0 {
 		wait = e.cfg.DefaultThrottle
 	}
 	wait = min(wait, e.cfg.MaxThrottle)
-	e.metrics.throttle()
-	e.metrics.outcome(d.Job().Lane, outThrottled)
 	if _, err := e.pacer.Throttle(ctx, wait); err != nil {
 		e.backendError("pacer", err)
 	}

@@ -78,7 +78,9 @@ func (p *Parts) open(ctx context.Context, opts Options) error {
 		p.Redis = rdb
 		p.closers = append(p.closers, rdb.Close)
 	}
-	pc, err := pacer.New(p.Redis, p.Config.PacerConfig())
+	pcfg := p.Config.PacerConfig()
+	pcfg.Log = p.Log
+	pc, err := pacer.New(p.Redis, pcfg)
 	if err != nil {
 		return fmt.Errorf("replica: pacer: %w", err)
 	}

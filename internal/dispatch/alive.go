@@ -1,0 +1,61 @@
+package dispatch
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// openRequests is the set of deliveries whose request is open to the
+// provider, or whose answer is being settled: the engine keeps them alive
+// with the queue as it does the jobs waiting in the lane buffer, so that a
+// slow provider does not see a job again from another replica while its
+// first request is still open. The zero value is an empty set, safe for
+// concurrent use.
+type openRequests struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64]*held
+}
+
+// add puts d into the set and returns the func that takes it out again.
+// The time d was last extended is not known here (it may have waited in
+// the buffer since), so the next keep-alive round extends it.
+func (o *openRequests) add(d queue.Delivery) (remove func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[uint64]*held{}
+	}
+	o.next++
+	k := o.next
+	o.m[k] = &held{d: d}
+	return func() {
+		o.mu.Lock()
+		delete(o.m, k)
+		o.mu.Unlock()
+	}
+}
+
+// len returns how many deliveries the set holds.
+func (o *openRequests) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.m)
+}
+
+// stale returns the deliveries extended before now-age (or not since they
+// were added) and marks them extended at now; the caller extends them.
+func (o *openRequests) stale(now time.Time, age time.Duration) []queue.Delivery {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []queue.Delivery
+	for _, h := range o.m {
+		if now.Sub(h.fetched) >= age {
+			out = append(out, h.d)
+			h.fetched = now
+		}
+	}
+	return out
+}
