@@ -39,10 +39,20 @@ type Arrival struct {
 	// EnqueuedAt is the X-Sluice-Enqueued-At header (RFC 3339); zero when
 	// absent or unreadable.
 	EnqueuedAt time.Time `json:"enqueued_at,omitzero"`
+	// Method is the request's method.
+	Method string `json:"method,omitempty"`
+	// URI is the request's path and query, as received.
+	URI string `json:"uri,omitempty"`
 	// BodyBytes is the size of the request body.
 	BodyBytes int `json:"body_bytes"`
-	// Body is the request body when Config.KeepBodies is set.
+	// Body is the request body when Config.KeepBodies is set and the body
+	// is valid JSON.
 	Body json.RawMessage `json:"body,omitempty"`
+	// RawBody is the request body when Config.KeepBodies is set and the
+	// body is not JSON (a form, text): its exact bytes.
+	RawBody []byte `json:"raw_body,omitempty"`
+	// Header is the request's headers when Config.KeepBodies is set.
+	Header http.Header `json:"header,omitempty"`
 	// Status is the HTTP status answered.
 	Status int `json:"status"`
 	// RetryAfter is the Retry-After answered with it, zero when none.
@@ -65,10 +75,12 @@ func (a Arrival) identity() string {
 // arrivalFromRequest reads the sluice headers of r into an Arrival.
 func arrivalFromRequest(r *http.Request, at time.Time) Arrival {
 	a := Arrival{
-		At:    at,
-		JobID: r.Header.Get(HeaderJobID),
-		Lane:  r.Header.Get(HeaderLane),
-		Key:   r.Header.Get(HeaderIdempotencyKey),
+		At:     at,
+		Method: r.Method,
+		URI:    r.URL.RequestURI(),
+		JobID:  r.Header.Get(HeaderJobID),
+		Lane:   r.Header.Get(HeaderLane),
+		Key:    r.Header.Get(HeaderIdempotencyKey),
 	}
 	if n, err := strconv.Atoi(strings.TrimSpace(r.Header.Get(HeaderAttempt))); err == nil {
 		a.Attempt = n

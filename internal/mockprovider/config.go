@@ -31,7 +31,7 @@ const (
 )
 
 // reservedPaths are served by the provider itself and cannot be Config.Path.
-var reservedPaths = []string{"/report", "/arrivals", "/reset", "/healthz"}
+var reservedPaths = []string{"/report", "/arrivals", "/reset", "/healthz", "/capacity"}
 
 // Config configures a Provider. Each field's key in Validate's errors is the
 // name of the cmd/mockprovider flag that sets it. Zero values mean the
@@ -62,6 +62,11 @@ type Config struct {
 	// RetryAfter is the Retry-After sent with a 429, rounded up to whole
 	// seconds. Zero means 1s.
 	RetryAfter time.Duration
+	// Capacity is the provider's own limit, in requests per second: of the
+	// requests it would accept, it accepts at most Capacity in any sliding
+	// second and answers the others 429 with Retry-After: 1. Zero means no
+	// limit. SetCapacity (or POST /capacity?rps=N) changes it while it runs.
+	Capacity float64
 	// Seed seeds the random choice of answers: the same seed and the same
 	// sequence of requests give the same answers. Zero is a valid seed.
 	Seed int64
@@ -135,6 +140,9 @@ func (c *Config) Validate() error {
 	}
 	if math.IsNaN(c.Cap) || math.IsInf(c.Cap, 0) || c.Cap < 0 {
 		bad("cap", "must be a rate of at least 0 requests per second, got %v", c.Cap)
+	}
+	if math.IsNaN(c.Capacity) || math.IsInf(c.Capacity, 0) || c.Capacity < 0 {
+		bad("capacity", "must be a rate of at least 0 requests per second, got %v", c.Capacity)
 	}
 	if c.MaxArrivals < 0 {
 		bad("max-arrivals", "must be at least 1, got %d", c.MaxArrivals)

@@ -15,11 +15,15 @@
 //
 // # What is recorded
 //
-// Every POST to [Config.Path] is an [Arrival]: the server's arrival time
-// (with Go's monotonic reading, so in-process differences are immune to
-// wall-clock steps), the X-Sluice-Job-Id, X-Sluice-Lane, X-Sluice-Attempt,
-// Idempotency-Key and X-Sluice-Enqueued-At headers, and the status
-// answered. Memory is bounded by [Config.MaxArrivals]: past it the oldest
+// Every POST, PUT, PATCH or DELETE to [Config.Path] or below it (a job's
+// own request.path) is an [Arrival]: the server's arrival time (with Go's
+// monotonic reading, so in-process differences are immune to wall-clock
+// steps), the method and the path with its query, the X-Sluice-Job-Id,
+// X-Sluice-Lane, X-Sluice-Attempt, Idempotency-Key and X-Sluice-Enqueued-At
+// headers, and the status answered; with [Config.KeepBodies], every header
+// and the body too (JSON in Body, anything else byte for byte in RawBody).
+// A body sent as JSON that is not JSON is answered 400; a form or text body
+// is not. Memory is bounded by [Config.MaxArrivals]: past it the oldest
 // arrivals are forgotten and counted in [Report.Dropped].
 //
 // # Reading the results
@@ -32,5 +36,6 @@
 //
 // Over HTTP, beside the provider's own path: GET /report (JSON, optional
 // since and until query parameters in RFC 3339), GET /arrivals (the raw
-// records as JSON lines), POST /reset (forget everything) and GET /healthz.
+// records as JSON lines), POST /reset (forget everything), POST
+// /capacity?rps=N (change Config.Capacity) and GET /healthz.
 package mockprovider

@@ -11,10 +11,12 @@ import (
 )
 
 // serveJob receives one job: it records the arrival, waits the latency and
-// answers. A body that is not JSON is answered 400 without asking the
+// answers. A body that is not JSON, sent as JSON (a JSON Content-Type, or
+// none), is answered 400 without asking the
 // Responder; a body over 16 MiB is answered 413 and not recorded.
 func (p *Provider) serveJob(w http.ResponseWriter, r *http.Request) {
 	at := time.Now() // when the request reached the handler, before any lock
+	defer p.open.begin()()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {

@@ -8,10 +8,27 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// jobMethods are the methods the provider takes jobs with, on its path and
+// below it.
+var jobMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// wantsJSON reports whether r says its body is JSON: a JSON Content-Type,
+// or none on a request with a body.
+func wantsJSON(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return r.ContentLength != 0
+	}
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(strings.ToLower(mt))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
 
 // maxBodyBytes bounds a request body; larger ones are answered 413.
 const maxBodyBytes = 16 << 20
@@ -30,6 +47,8 @@ type Provider struct {
 	rec     *recorder
 
 	responder atomic.Pointer[Responder] // nil: the seeded shares
+	capacity  capacityGate
+	open      openRequests
 
 	decideMu sync.Mutex // orders arrivals: seq, clock, answer and record together
 	seq      int64
@@ -49,11 +68,18 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{cfg: cfg, rec: newRecorder(cfg.MaxArrivals), shares: newShares(cfg)}
+	p.capacity.rate = cfg.Capacity
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+cfg.Path, p.serveJob)
+	for _, m := range jobMethods {
+		mux.HandleFunc(m+" "+cfg.Path, p.serveJob)
+		if !strings.HasSuffix(cfg.Path, "/") {
+			mux.HandleFunc(m+" "+cfg.Path+"/", p.serveJob) // a job's own path below it
+		}
+	}
 	mux.HandleFunc("GET /report", p.serveReport)
 	mux.HandleFunc("GET /arrivals", p.serveArrivals)
 	mux.HandleFunc("POST /reset", p.serveReset)
+	mux.HandleFunc("POST /capacity", p.serveCapacity)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	p.handler = mux
 	return p, nil
@@ -200,11 +226,17 @@ func (p *Provider) decide(r *http.Request, body []byte, at time.Time) (Arrival, 
 	p.seq++
 	a := arrivalFromRequest(r, at)
 	a.Seq, a.BodyBytes = p.seq, len(body)
+	jsonBody := json.Valid(body)
 	if p.cfg.KeepBodies {
-		a.Body = json.RawMessage(body)
+		a.Header = r.Header.Clone()
+		if jsonBody {
+			a.Body = json.RawMessage(body)
+		} else {
+			a.RawBody = body
+		}
 	}
 	var ans Answer
-	if !json.Valid(body) {
+	if !jsonBody && wantsJSON(r) {
 		ans = Answer{Status: http.StatusBadRequest, Body: `{"error":"body is not valid JSON"}`}
 	} else if rp := p.responder.Load(); rp != nil {
 		ans = (*rp)(a)
@@ -213,6 +245,9 @@ func (p *Provider) decide(r *http.Request, body []byte, at time.Time) (Arrival, 
 	}
 	if ans.Status == 0 {
 		ans.Status = http.StatusOK
+	}
+	if ans.Status/100 == 2 && !p.capacity.admit(at) {
+		ans = overCapacity()
 	}
 	if ans.Body == "" {
 		ans.Body = defaultBody(ans.Status, a)

@@ -37,7 +37,11 @@ func TestRecordsHeaders(t *testing.T) {
 	}
 	a := got[0]
 	want := mockprovider.Arrival{Seq: 1, At: a.At, JobID: "job-1", Lane: "vip", Attempt: 3, Key: "key-job-1",
-		EnqueuedAt: enq, BodyBytes: 30, Body: json.RawMessage(`{"to":"+15550100","text":"hi"}`), Status: 200}
+		EnqueuedAt: enq, Method: "POST", URI: "/send", BodyBytes: 30, Body: json.RawMessage(`{"to":"+15550100","text":"hi"}`),
+		Header: a.Header, Status: 200}
+	if got := a.Header.Get(mockprovider.HeaderJobID); got != "job-1" || a.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("recorded headers: got %v, want X-Sluice-Job-Id job-1 and Content-Type application/json", a.Header)
+	}
 	if !a.EnqueuedAt.Equal(enq) {
 		t.Errorf("enqueued at: got %v, want %v", a.EnqueuedAt, enq)
 	}
@@ -252,6 +256,30 @@ func TestControlEndpoints(t *testing.T) {
 	}
 	if status, _ := get(t, c, p.URL()); status != http.StatusMethodNotAllowed {
 		t.Errorf("GET on the job path: got %d, want 405", status)
+	}
+}
+
+// A form body is recorded byte for byte, with its method, path and query
+// below the job path, and is not refused as bad JSON.
+func TestRecordsFormBodyPathAndMethod(t *testing.T) {
+	p := start(t, mockprovider.Config{KeepBodies: true})
+	c := newClient(t)
+	req, err := http.NewRequest(http.MethodPut, p.URL()+"/v2/sms?x=1", strings.NewReader("To=%2B1555&Body=hi+there"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("form PUT: got %d, want 200", resp.StatusCode)
+	}
+	a := p.Arrivals()[0]
+	if a.Method != "PUT" || a.URI != "/send/v2/sms?x=1" || string(a.RawBody) != "To=%2B1555&Body=hi+there" || a.Body != nil {
+		t.Errorf("arrival: got method %s uri %s raw %q body %s, want PUT /send/v2/sms?x=1 and the form's bytes", a.Method, a.URI, a.RawBody, a.Body)
 	}
 }
 

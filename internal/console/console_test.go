@@ -1,0 +1,234 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/pacer"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
+)
+
+// fixture is a console on a real Redis, with a Redis queue.
+type fixture struct {
+	srv      *httptest.Server
+	q        queue.Queue
+	controls *pacer.Controls
+	log      *bytes.Buffer
+}
+
+func newFixture(t *testing.T, token string) *fixture {
+	t.Helper()
+	rs := testredis.Start(t, testredis.Options{})
+	rdb := rs.Client()
+	q, err := redisq.New(rdb, queue.Config{Name: "con", Lanes: []string{"vip", "default"}, Consumer: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	controls, err := pacer.NewControls(rdb, "con")
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := pacer.NewMembers(rdb, "con")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	c, err := New(Options{Queue: "con", Backend: "redis", Q: q, Controls: controls, Members: members, Token: token,
+		Log: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	return &fixture{srv: srv, q: q, controls: controls, log: &log}
+}
+
+// do sends a request and returns the status and body.
+func (f *fixture) do(t *testing.T, method, path, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func (f *fixture) paused(t *testing.T) bool {
+	t.Helper()
+	st, err := f.controls.State(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Paused
+}
+
+// Actions need the token, JSON, and the same origin; each attempt is
+// audited; the schedule pauses only when all hold.
+func TestActionsGuarded(t *testing.T) {
+	f := newFixture(t, "tok")
+	jsonTok := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer tok"}
+	with := func(extra map[string]string) map[string]string {
+		h := map[string]string{}
+		for k, v := range jsonTok {
+			h[k] = v
+		}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	for _, tt := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"no token", map[string]string{"Content-Type": "application/json"}, http.StatusUnauthorized},
+		{"wrong token", with(map[string]string{"Authorization": "Bearer nope"}), http.StatusUnauthorized},
+		{"not bearer", with(map[string]string{"Authorization": "tok"}), http.StatusUnauthorized},
+		{"cross-site fetch", with(map[string]string{"Sec-Fetch-Site": "cross-site"}), http.StatusForbidden},
+		{"other origin", with(map[string]string{"Origin": "http://evil.example"}), http.StatusForbidden},
+		{"form post", with(map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), http.StatusUnsupportedMediaType},
+	} {
+		if got, body := f.do(t, "POST", "/console/api/pause", "{}", tt.header); got != tt.want {
+			t.Errorf("%s: status %d (%s), want %d", tt.name, got, body, tt.want)
+		}
+		if f.paused(t) {
+			t.Fatalf("%s: the schedule was paused", tt.name)
+		}
+	}
+	if got, body := f.do(t, "POST", "/console/api/pause", "{}", with(map[string]string{"Sec-Fetch-Site": "same-origin"})); got != http.StatusOK {
+		t.Fatalf("pause with the token: %d %s", got, body)
+	}
+	if !f.paused(t) {
+		t.Error("not paused after an accepted pause")
+	}
+	if got, body := f.do(t, "POST", "/console/api/rate", `{"rate": -1}`, jsonTok); got != http.StatusBadRequest {
+		t.Errorf("rate -1: %d %s, want 400", got, body)
+	}
+	if got, body := f.do(t, "POST", "/console/api/rate", `{"rate": 12.5}`, jsonTok); got != http.StatusOK {
+		t.Errorf("rate 12.5: %d %s", got, body)
+	}
+	if got, body := f.do(t, "POST", "/console/api/dlq/purge", `{}`, jsonTok); got != http.StatusOK {
+		t.Errorf("purge of no dead letters: %d %s, want 200", got, body)
+	}
+	log := f.log.String()
+	for _, want := range []string{
+		`msg="sluice: audit" via=console action=pause detail="" result="refused: wrong or missing token"`,
+		`action=pause detail="" result=done`,
+		`action="set rate" detail=12.5/s result=done`,
+		`action=purge detail="deleted 0" result=done`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("audit log lacks %s:\n%s", want, log)
+		}
+	}
+}
+
+// Without admin.token_file the console is read-only.
+func TestNoTokenReadOnly(t *testing.T) {
+	f := newFixture(t, "")
+	got, body := f.do(t, "POST", "/console/api/pause", "{}", map[string]string{"Content-Type": "application/json", "Authorization": "Bearer "})
+	if got != http.StatusForbidden || !strings.Contains(body, "admin.token_file") {
+		t.Errorf("pause without a configured token: %d %s; want 403 naming admin.token_file", got, body)
+	}
+	got, body = f.do(t, "GET", "/console/api/state", "", nil)
+	if got != http.StatusOK || !strings.Contains(body, `"actions":false`) {
+		t.Errorf("state: %d %s; want 200 with actions false", got, body)
+	}
+	got, body = f.do(t, "GET", "/console/", "", nil)
+	if got != http.StatusOK || !strings.Contains(body, "<title>sluice console</title>") {
+		t.Errorf("page: %d %.200s", got, body)
+	}
+}
+
+// A Host that is not loopback is refused on a loopback listener (DNS
+// rebinding).
+func TestLoopbackHost(t *testing.T) {
+	f := newFixture(t, "tok")
+	for host, want := range map[string]int{"attacker.example": http.StatusMisdirectedRequest,
+		"attacker.example:80": http.StatusMisdirectedRequest, "localhost:1234": http.StatusOK, "127.0.0.1": http.StatusOK} {
+		req, _ := http.NewRequest("GET", f.srv.URL+"/console/api/state", nil)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("state with Host %s: %d, want %d", host, res.StatusCode, want)
+		}
+	}
+}
+
+// Dead letters: listed without payloads; a payload only with the token;
+// requeue leaves expired jobs where they are.
+func TestDeadLetters(t *testing.T) {
+	f := newFixture(t, "tok")
+	ctx := context.Background()
+	now := time.Now()
+	jobs := []*queue.Job{
+		{ID: "fresh", Lane: "default", Payload: json.RawMessage(`{"to":"+1555"}`)},
+		{ID: "stale", Lane: "default", ExpiresAt: now.Add(time.Hour), Payload: json.RawMessage(`{"otp":"123"}`)},
+	}
+	if _, err := f.q.Enqueue(ctx, jobs...); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.q.Fetch(ctx, "default", 2)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("fetch: %d, %v", len(ds), err)
+	}
+	for _, d := range ds {
+		if err := d.DeadLetter(ctx, "provider answered 400: "+strings.Repeat("x", 300)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, body := f.do(t, "GET", "/console/api/dlq", "", nil)
+	if got != http.StatusOK || strings.Contains(body, "otp") || !strings.Contains(body, strings.Repeat("x", 300)) {
+		t.Errorf("dlq list: %d %s; want the whole reason and no payload", got, body)
+	}
+	if got, _ := f.do(t, "GET", "/console/api/dlq/stale", "", nil); got != http.StatusUnauthorized {
+		t.Errorf("payload without the token: %d, want 401", got)
+	}
+	got, body = f.do(t, "GET", "/console/api/dlq/stale", "", map[string]string{"Authorization": "Bearer tok"})
+	if got != http.StatusOK || !strings.Contains(body, `"otp":"123"`) {
+		t.Errorf("payload with the token: %d %s", got, body)
+	}
+	if !strings.Contains(f.log.String(), `action="show payload" detail=stale result=done`) {
+		t.Errorf("the payload view is not in the audit log:\n%s", f.log.String())
+	}
+	if got, _ := f.do(t, "GET", "/console/api/dlq/nope", "", map[string]string{"Authorization": "Bearer tok"}); got != http.StatusNotFound {
+		t.Errorf("payload of an unknown id: %d, want 404", got)
+	}
+	// Two hours on, "stale" has expired: requeue --all leaves it.
+	res, err := Requeue(ctx, f.q, now.Add(2*time.Hour), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requeued != 1 || len(res.SkippedExpired) != 1 || res.SkippedExpired[0] != "stale" {
+		t.Errorf("requeue all: %+v; want 1 requeued and stale left", res)
+	}
+	dead, err := f.q.ListDead(ctx, 10)
+	if err != nil || len(dead) != 1 || dead[0].Job.ID != "stale" {
+		t.Errorf("dead letters after the requeue: %v, %v; want stale alone", dead, err)
+	}
+}

@@ -1,0 +1,221 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// ErrNotSupported is returned for an operation the queue's backend does not
+// offer (yet): deleting dead letters, locating a job.
+var ErrNotSupported = errors.New("not supported by this backend")
+
+// scanLimit bounds the dead letters read to find one by id, or to requeue
+// all of them while leaving out the expired ones.
+const scanLimit = 100_000
+
+// DeadDeleter is a queue that deletes dead letters itself. Queues that do
+// not, but locate and cancel jobs (queue.Locator, queue.Canceler), are
+// served through those.
+type DeadDeleter interface {
+	// DeleteDead removes the dead letters with the given job ids for good
+	// and returns how many it removed; with no ids it removes every dead
+	// letter (purge). An id that is not a dead letter gives an error
+	// wrapping queue.ErrNotFound after the others are removed.
+	DeleteDead(ctx context.Context, ids ...string) (int, error)
+}
+
+// Locator is a queue that locates jobs with the details `job show` shows
+// itself; queues with a queue.Locator are served through it.
+type Locator interface {
+	// Locate finds the job with the given id: where it is (waiting,
+	// delayed, in flight, dead, or unknown when the queue no longer holds
+	// it) and its attempts, last error and next attempt.
+	Locate(ctx context.Context, id string) (Location, error)
+}
+
+// Location is where a job is, as Locator finds it.
+type Location struct {
+	ID          string     `json:"id"`
+	State       string     `json:"state"` // waiting | delayed | in_flight | dead | unknown
+	Lane        string     `json:"lane,omitempty"`
+	Attempt     int        `json:"attempt"`
+	LastError   string     `json:"last_error,omitempty"`
+	NextAttempt time.Time  `json:"next_attempt,omitzero"` // for a delayed job
+	Job         *queue.Job `json:"job,omitempty"`
+}
+
+// DeadLetter is a dead letter as the page and `dlq ... --json` show it.
+type DeadLetter struct {
+	ID         string    `json:"id"`
+	Lane       string    `json:"lane"`
+	User       string    `json:"user,omitempty"`
+	Key        string    `json:"key,omitempty"`
+	Attempt    int       `json:"attempt"`
+	Reason     string    `json:"reason"` // the provider's answer, whole
+	At         time.Time `json:"at"`
+	EnqueuedAt time.Time `json:"enqueued_at,omitzero"`
+	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	// Expired is true when the job is past its expires_at: requeueing it
+	// would dead-letter it again at once.
+	Expired      bool            `json:"expired"`
+	PayloadBytes int             `json:"payload_bytes"`
+	Payload      json.RawMessage `json:"payload,omitempty"` // only when asked for
+}
+
+// ViewDead returns d as shown, with its payload when withPayload.
+func ViewDead(d queue.DeadLetter, now time.Time, withPayload bool) DeadLetter {
+	j := d.Job
+	v := DeadLetter{ID: j.ID, Lane: j.Lane, User: j.User, Key: j.Key, Attempt: j.Attempt, Reason: d.Reason, At: d.At,
+		EnqueuedAt: j.EnqueuedAt, ExpiresAt: j.ExpiresAt, Expired: j.Expired(now), PayloadBytes: len(j.Payload)}
+	if withPayload {
+		v.Payload = j.Payload
+	}
+	return v
+}
+
+// FindDead returns the dead letter of job id, or an error wrapping
+// queue.ErrNotFound.
+func FindDead(ctx context.Context, q queue.DeadLetters, id string) (queue.DeadLetter, error) {
+	dead, err := q.ListDead(ctx, scanLimit)
+	if err != nil {
+		return queue.DeadLetter{}, fmt.Errorf("list dead letters: %w", err)
+	}
+	for _, d := range dead {
+		if d.Job.ID == id {
+			return d, nil
+		}
+	}
+	return queue.DeadLetter{}, fmt.Errorf("dead letter %q: %w", id, queue.ErrNotFound)
+}
+
+// RequeueResult is what a requeue did.
+type RequeueResult struct {
+	Requeued int `json:"requeued"`
+	// SkippedExpired are the ids left in the dead letters because their
+	// jobs are past expires_at: requeued, they would be dead again at once.
+	SkippedExpired []string `json:"skipped_expired,omitempty"`
+}
+
+// Requeue puts the dead letters of ids (all of them when ids is empty)
+// back into their lanes, leaving out those whose jobs expired.
+func Requeue(ctx context.Context, q queue.DeadLetters, now time.Time, ids []string) (RequeueResult, error) {
+	var res RequeueResult
+	dead, err := q.ListDead(ctx, scanLimit)
+	if err != nil {
+		return res, fmt.Errorf("list dead letters: %w", err)
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	var pick []string
+	for _, d := range dead {
+		if len(ids) > 0 && !want[d.Job.ID] {
+			continue
+		}
+		if d.Job.Expired(now) {
+			res.SkippedExpired = append(res.SkippedExpired, d.Job.ID)
+		} else {
+			pick = append(pick, d.Job.ID)
+		}
+		delete(want, d.Job.ID)
+	}
+	for _, id := range ids { // unknown ids: the queue names them in its error
+		if want[id] {
+			pick = append(pick, id)
+		}
+	}
+	if len(pick) == 0 {
+		return res, nil
+	}
+	res.Requeued, err = q.Requeue(ctx, pick...)
+	if err != nil {
+		return res, fmt.Errorf("requeue: %w", err)
+	}
+	return res, nil
+}
+
+// DeleteDead deletes the dead letters of ids, or all of them when ids is
+// empty, when q is a DeadDeleter; else it returns ErrNotSupported.
+func DeleteDead(ctx context.Context, q any, ids []string) (int, error) {
+	if d, ok := q.(DeadDeleter); ok {
+		n, err := d.DeleteDead(ctx, ids...)
+		if err != nil {
+			return n, fmt.Errorf("delete dead letters: %w", err)
+		}
+		return n, nil
+	}
+	c, cok := q.(queue.Canceler)
+	l, lok := q.(queue.Locator)
+	inspect, iok := q.(interface {
+		ListDead(ctx context.Context, limit int) ([]queue.DeadLetter, error)
+	})
+	if !cok || !lok || !iok {
+		return 0, fmt.Errorf("delete dead letters: %w", ErrNotSupported)
+	}
+	if len(ids) == 0 { // purge: every dead letter there is now
+		dead, err := inspect.ListDead(ctx, scanLimit)
+		if err != nil {
+			return 0, fmt.Errorf("delete dead letters: %w", err)
+		}
+		for _, d := range dead {
+			ids = append(ids, d.Job.ID)
+		}
+	}
+	n := 0
+	var errs []error
+	for _, id := range ids {
+		// Only a dead letter: a job that is waiting is not this command's.
+		loc, err := l.Locate(ctx, id)
+		if err == nil && loc.State != queue.StateDead {
+			err = fmt.Errorf("%w: job %q is %s, not a dead letter", queue.ErrNotFound, id, loc.State)
+		}
+		if err == nil {
+			_, err = c.Cancel(ctx, id)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("delete dead letters: %w", err)
+	}
+	return n, nil
+}
+
+// Locate finds job id when q is a Locator; else it returns ErrNotSupported.
+func Locate(ctx context.Context, q any, id string) (Location, error) {
+	if l, ok := q.(Locator); ok {
+		loc, err := l.Locate(ctx, id)
+		if err != nil {
+			return loc, fmt.Errorf("locate job %q: %w", id, err)
+		}
+		return loc, nil
+	}
+	l, ok := q.(queue.Locator)
+	if !ok {
+		return Location{}, fmt.Errorf("locate job: %w", ErrNotSupported)
+	}
+	found, err := l.Locate(ctx, id)
+	if err != nil {
+		return Location{ID: id}, fmt.Errorf("locate job %q: %w", id, err)
+	}
+	loc := Location{ID: id, State: string(found.State), Job: found.Job}
+	if j := found.Job; j != nil {
+		loc.Lane, loc.Attempt, loc.LastError = j.Lane, j.Attempt, j.LastError
+		if found.State == queue.StateDelayed {
+			loc.NextAttempt = j.NotBefore
+		}
+	}
+	if found.Reason != "" {
+		loc.LastError = found.Reason
+	}
+	return loc, nil
+}
