@@ -2,96 +2,179 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/backend"
 	"github.com/sluicehq/sluice/internal/cli"
-
-	"github.com/sluicehq/sluice/internal/replica"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/console"
+	"github.com/sluicehq/sluice/pacer"
+	"github.com/sluicehq/sluice/queue"
 )
 
-// admin runs fn on the opened queue and pacer, then closes them.
-func (g *globals) admin(ctx context.Context, fn func(context.Context, *replica.Parts) error) error {
-	p, err := g.open(ctx)
+// adminTimeout bounds one admin command's work.
+const adminTimeout = 10 * time.Second
+
+// adminParts are what the admin commands act on: the pacer's controls and
+// live replicas in Redis, and the queue when the command needs it. A part
+// that cannot be opened carries its error, so that a command shows what it
+// can when one backend is down.
+type adminParts struct {
+	cfg      *config.Config
+	controls *pacer.Controls
+	members  *pacer.Members
+	q        queue.Queue
+	qErr     error
+	closers  []func() error
+}
+
+func (a *adminParts) close() {
+	for _, c := range a.closers {
+		_ = c()
+	}
+}
+
+// sources returns what console.Collect reads.
+func (a *adminParts) sources() console.Sources {
+	src := console.Sources{Queue: a.cfg.Queue.Name, Backend: string(a.cfg.Queue.Backend), Controls: a.controls,
+		Members: a.members, StatsErr: a.qErr, ConfiguredRate: a.cfg.Pacer.Rate, ConfiguredBurst: a.cfg.Pacer.Burst}
+	if a.q != nil {
+		src.Stats = a.q
+	}
+	return src
+}
+
+// queue returns the queue, or the error that kept it from opening.
+func (a *adminParts) queue() (queue.Queue, error) {
+	if a.q == nil {
+		return nil, fmt.Errorf("queue unreachable: %w", a.qErr)
+	}
+	return a.q, nil
+}
+
+// admin loads the configuration the admin commands need (LoadAdmin: no
+// pacer.rate, no sink.url), opens Redis and, when withQueue, the queue,
+// and runs fn within adminTimeout.
+func (g *globals) admin(ctx context.Context, withQueue bool, fn func(context.Context, *adminParts) error) error {
+	cfg, err := config.LoadAdmin(g.Path(), os.Environ(), g.Overrides())
+	if err != nil {
+		return cli.Usage(err)
+	}
+	log, err := g.logger()
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	redis.SetLogger(cli.QuietRedis{}) // go-redis' own dial retries are reported by sluice
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	if err := fn(ctx, p); err != nil {
+	a := &adminParts{cfg: cfg}
+	defer a.close()
+	rdb, err := cfg.RedisClient()
+	if err != nil {
+		return cli.Failure(fmt.Errorf("redis: %w", err))
+	}
+	a.closers = append(a.closers, rdb.Close)
+	if a.controls, err = pacer.NewControls(rdb, cfg.Pacer.Name); err != nil {
+		return cli.Failure(err)
+	}
+	if a.members, err = pacer.NewMembers(rdb, cfg.Pacer.Name); err != nil {
+		return cli.Failure(err)
+	}
+	if withQueue {
+		host, _ := os.Hostname()
+		q, closeQ, err := backend.Open(ctx, cfg, backend.Options{Consumer: host + "-" + strconv.Itoa(os.Getpid()), Redis: rdb, Log: log})
+		if err != nil {
+			a.qErr = err
+		} else {
+			a.q = q
+			a.closers = append([]func() error{closeQ}, a.closers...)
+		}
+	}
+	if err := fn(ctx, a); err != nil {
 		return cli.Failure(err)
 	}
 	return nil
 }
 
+// audit logs an operator's action taken from the command line; the
+// replicas log it again when they see it take effect.
+func (g *globals) audit(action, detail string, err error) {
+	log, lerr := g.logger()
+	if lerr != nil {
+		return
+	}
+	result := "done"
+	if err != nil {
+		result = "failed: " + err.Error()
+	}
+	log.Info("sluice: audit", "via", "cli", "action", action, "detail", detail, "result", result)
+}
+
+// jsonFlag adds --json to a read command.
+func jsonFlag(cmd *cobra.Command, on *bool) {
+	cmd.Flags().BoolVar(on, "json", false, "print JSON instead of a table")
+}
+
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 func statusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show lanes, dead letters, the configured and effective rate, and live replicas",
-		Args:  cobra.NoArgs,
+		Long: "status shows the queue's lanes, the pacer's state and the live replicas. It needs only\n" +
+			"queue.name, queue.backend and the servers' addresses; when Redis or the queue's backend\n" +
+			"is down it shows the rest, names what it could not read, and exits 1.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.admin(cmd.Context(), func(ctx context.Context, p *replica.Parts) error {
-				return printStatus(ctx, g, p)
+			return g.admin(cmd.Context(), true, func(ctx context.Context, a *adminParts) error {
+				s := console.Collect(ctx, a.sources())
+				var err error
+				if asJSON {
+					err = g.printJSON(s)
+				} else {
+					err = printStatus(g, a.cfg, s)
+				}
+				return errors.Join(err, snapshotErr(s))
 			})
 		},
 	}
+	jsonFlag(cmd, &asJSON)
+	return cmd
 }
 
-func printStatus(ctx context.Context, g *globals, p *replica.Parts) error {
-	qs, err := p.Queue.Stats(ctx)
-	if err != nil {
-		return err
+// snapshotErr is the error of the parts a snapshot could not read.
+func snapshotErr(s console.Snapshot) error {
+	var errs []error
+	if s.QueueError != "" {
+		errs = append(errs, fmt.Errorf("queue unreachable: %s", s.QueueError))
 	}
-	st, err := p.Pacer.Controls().State(ctx)
-	if err != nil {
-		return err
+	if s.PacerError != "" {
+		errs = append(errs, fmt.Errorf("pacer unreachable: %s", s.PacerError))
+	} else if s.ReplicasError != "" {
+		errs = append(errs, fmt.Errorf("replicas unreadable: %s", s.ReplicasError))
 	}
-	reps, err := p.Pacer.Members().Replicas(ctx, replica.LiveWindow)
-	if err != nil {
-		return err
-	}
-	w := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "queue %s (%s)\n\n", p.Config.Queue.Name, p.Config.Queue.Backend)
-	fmt.Fprintln(w, "LANE\tREADY\tDELAYED\tIN FLIGHT\tOLDEST")
-	for _, l := range qs.Lanes {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\n", l.Lane, l.Ready, l.Delayed, l.InFlight, l.OldestAge.Round(time.Millisecond))
-	}
-	fmt.Fprintf(w, "\ndead letters\t%d\n", qs.DeadLetters)
-	fmt.Fprintf(w, "rate\tconfigured %g/s, effective %g/s%s\n", st.ConfiguredRate, st.EffectiveRate, overrideNote(st.RateOverride))
-	fmt.Fprintf(w, "burst\tconfigured %d, effective %d\n", st.ConfiguredBurst, st.EffectiveBurst)
-	switch {
-	case st.Paused:
-		fmt.Fprintln(w, "schedule\tPAUSED (dispatcher resume)")
-	case st.ThrottledUntil.After(st.Now):
-		fmt.Fprintf(w, "schedule\tthrottled by the provider for %s more\n", st.ThrottledUntil.Sub(st.Now).Round(time.Millisecond))
-	default:
-		fmt.Fprintf(w, "schedule\trunning, %s ahead of now\n", st.Backlog.Round(time.Millisecond))
-	}
-	fmt.Fprintf(w, "\nlive replicas\t%d\n", len(reps))
-	for _, r := range reps {
-		fmt.Fprintf(w, "  %s\t%s\tseen %s ago\n", r.ID, r.Report, st.Now.Sub(r.LastSeen).Round(time.Millisecond))
-	}
-	return w.Flush()
-}
-
-func overrideNote(o float64) string {
-	if o > 0 {
-		return " (override set with dispatcher set-rate; --clear removes it)"
-	}
-	return ""
+	return errors.Join(errs...)
 }
 
 func setRateCmd(g *globals) *cobra.Command {
 	var clear bool
 	var burst int
+	var tenant string
 	cmd := &cobra.Command{
-		Use:   "set-rate RATE | set-rate --clear",
+		Use:   "set-rate RATE | set-rate --clear | set-rate --tenant NAME RATE",
 		Short: "Override the rate (and burst) for every replica at once, or clear the override",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if clear != (len(args) == 0) {
@@ -107,30 +190,45 @@ func setRateCmd(g *globals) *cobra.Command {
 					return cli.Usagef("set-rate: RATE must be a positive number of requests/s, got %q", args[0])
 				}
 			}
-			return g.admin(cmd.Context(), func(ctx context.Context, p *replica.Parts) error {
+			if cmd.Flags().Changed("tenant") {
+				return setTenantRate(cmd.Context(), g, tenant, rate, clear)
+			}
+			return g.admin(cmd.Context(), false, func(ctx context.Context, a *adminParts) error {
+				c := a.controls
 				if clear {
-					if err := p.Pacer.Controls().ClearOverrides(ctx); err != nil {
+					err := c.ClearOverrides(ctx)
+					g.audit("set rate", "clear", err)
+					if err != nil {
 						return err
 					}
-					fmt.Fprintf(g.stdout, "override cleared: every replica is back to pacer.rate %g/s\n", p.Config.Pacer.Rate)
+					fmt.Fprintf(g.stdout, "override cleared: every replica is back to pacer.rate%s\n", configuredNote(a.cfg))
 					return nil
 				}
-				if err := p.Pacer.Controls().SetRate(ctx, rate); err != nil {
+				err := c.SetRate(ctx, rate)
+				if err == nil && burst > 0 {
+					err = c.SetBurst(ctx, burst)
+				}
+				g.audit("set rate", fmt.Sprintf("%g/s burst %d", rate, burst), err)
+				if err != nil {
 					return err
 				}
-				if burst > 0 {
-					if err := p.Pacer.Controls().SetBurst(ctx, burst); err != nil {
-						return err
-					}
-				}
-				fmt.Fprintf(g.stdout, "rate override %g/s set for every replica (configured %g/s)\n", rate, p.Config.Pacer.Rate)
+				fmt.Fprintf(g.stdout, "rate override %g/s set for every replica%s\n", rate, configuredNote(a.cfg))
 				return nil
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove the override: back to pacer.rate")
 	cmd.Flags().IntVar(&burst, "burst", 0, "also override the burst")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "override one tenant's rate (pacer.tenants) instead; with --clear, remove it (\"\" for every tenant's)")
 	return cmd
+}
+
+// configuredNote names the configured rate when this configuration has one.
+func configuredNote(cfg *config.Config) string {
+	if cfg.Pacer.Rate > 0 {
+		return fmt.Sprintf(" (configured %g/s)", cfg.Pacer.Rate)
+	}
+	return ""
 }
 
 func pauseCmd(g *globals, pause bool) *cobra.Command {
@@ -141,63 +239,21 @@ func pauseCmd(g *globals, pause bool) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.admin(cmd.Context(), func(ctx context.Context, p *replica.Parts) error {
+			return g.admin(cmd.Context(), false, func(ctx context.Context, a *adminParts) error {
 				var err error
 				if pause {
-					err = p.Pacer.Controls().Pause(ctx)
+					err = a.controls.Pause(ctx)
 				} else {
-					err = p.Pacer.Controls().Resume(ctx)
+					err = a.controls.Resume(ctx)
 				}
+				g.audit(use, "", err)
 				if err == nil {
-					fmt.Fprintf(g.stdout, "%s: queue %s\n", done, p.Config.Queue.Name)
+					fmt.Fprintf(g.stdout, "%s: queue %s\n", done, a.cfg.Queue.Name)
 				}
 				return err
 			})
 		},
 	}
-}
-
-func dlqCmd(g *globals) *cobra.Command {
-	dlq := &cobra.Command{Use: "dlq", Short: "List or requeue dead letters"}
-	var limit int
-	list := &cobra.Command{
-		Use: "list", Short: "List dead letters, oldest first", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.admin(cmd.Context(), func(ctx context.Context, p *replica.Parts) error {
-				dead, err := p.Queue.ListDead(ctx, limit)
-				if err != nil {
-					return err
-				}
-				w := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tLANE\tATTEMPTS\tAT\tREASON")
-				for _, d := range dead {
-					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", d.Job.ID, d.Job.Lane, d.Job.Attempt, d.At.UTC().Format(time.RFC3339), oneLine(d.Reason))
-				}
-				return w.Flush()
-			})
-		},
-	}
-	list.Flags().IntVar(&limit, "limit", 100, "most dead letters to list")
-	var all bool
-	requeue := &cobra.Command{
-		Use: "requeue ID... | requeue --all", Short: "Put dead letters back into their lanes",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if all == (len(args) > 0) {
-				return cli.Usagef("dlq requeue: give job ids, or --all alone")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.admin(cmd.Context(), func(ctx context.Context, p *replica.Parts) error {
-				n, err := p.Queue.Requeue(ctx, args...)
-				fmt.Fprintf(g.stdout, "requeued %d\n", n)
-				return err
-			})
-		},
-	}
-	requeue.Flags().BoolVar(&all, "all", false, "requeue every dead letter")
-	dlq.AddCommand(list, requeue)
-	return dlq
 }
 
 func configCmd(g *globals) *cobra.Command {
@@ -212,13 +268,4 @@ func configCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// oneLine keeps a reason on one line of at most 120 characters.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 120 {
-		s = s[:117] + "..."
-	}
-	return s
 }

@@ -4,7 +4,8 @@
 //
 //	dispatcher --config configs/sluice.yaml     # run one replica
 //	dispatcher --demo                           # everything embedded, no servers needed (not with -tags production)
-//	dispatcher status | set-rate N | pause | resume | dlq list | dlq requeue
+//	dispatcher status | set-rate N | pause | resume | dlq list|show|requeue|delete|purge | job show
+//	dispatcher serve-api                        # the HTTP ingest API, for producers in any language
 package main
 
 import (
@@ -61,6 +62,8 @@ type globals struct {
 	cli.Flags
 	stdout io.Writer
 	stderr io.Writer
+	// portFile, when set, is where a replica writes its admin address.
+	portFile string
 }
 
 // flagKeys are the configuration keys that have a flag of their own.
@@ -73,6 +76,7 @@ var flagKeys = []cli.Key{
 	{Flag: "nats-url", Key: "nats.url", Usage: "NATS URL, with backend nats (nats.url)"},
 	{Flag: "sink-url", Key: "sink.url", Usage: "where jobs are POSTed (sink.url)"},
 	{Flag: "metrics-listen", Key: "metrics.listen", Usage: "host:port of /metrics, /healthz, /readyz, or off (metrics.listen)"},
+	{Flag: "api-listen", Key: "api.listen", Usage: "host:port of the ingest API of serve-api (api.listen)"},
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -96,8 +100,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	g.Register(root.PersistentFlags(), flagKeys)
+	root.Flags().StringVar(&g.portFile, "port-file", "", "write the address metrics.listen got (host:port; useful with port 0) to this file, removed at exit")
 	demo.register(root)
-	root.AddCommand(statusCmd(g), setRateCmd(g), pauseCmd(g, true), pauseCmd(g, false), dlqCmd(g), configCmd(g))
+	root.AddCommand(statusCmd(g), setRateCmd(g), pauseCmd(g, true), pauseCmd(g, false), dlqCmd(g), jobCmd(g), configCmd(g), serveAPICmd(g))
 	return root
 }
 
@@ -149,10 +154,30 @@ func runReplica(ctx context.Context, g *globals) error {
 	}
 	if addr != nil {
 		parts.Log.Info("sluice: metrics", "url", "http://"+addr.String()+"/metrics")
+		parts.Log.Info("sluice: console", "url", "http://"+addr.String()+"/console/")
+		if g.portFile != "" {
+			if err := writePortFile(g.portFile, addr.String()); err != nil {
+				return cli.Failure(err)
+			}
+			defer os.Remove(g.portFile)
+		}
 	}
 	if err := r.Run(ctx); err != nil {
 		return cli.Failure(err)
 	}
 	parts.Log.Info("sluice: replica stopped")
+	return nil
+}
+
+// writePortFile writes addr to path whole or not at all (a temporary file
+// renamed into place), so that a reader never sees half an address.
+func writePortFile(path, addr string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return fmt.Errorf("--port-file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("--port-file: %w", err)
+	}
 	return nil
 }

@@ -49,6 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.RetryAfter, "retry-after", mockprovider.DefaultRetryAfter, "Retry-After sent with a 429 (whole seconds, rounded up)")
 	fs.Float64Var(&o.cfg.ErrorShare, "error-share", 0, "share of requests (0..1) answered 500")
 	fs.Float64Var(&o.cfg.RejectShare, "reject-share", 0, "share of requests (0..1) answered 400 with a JSON error")
+	fs.Float64Var(&o.cfg.Capacity, "capacity", 0, "the provider's own limit: requests accepted per sliding second, the rest answered 429 (0: none; POST /capacity?rps=N changes it)")
 	fs.Int64Var(&o.cfg.Seed, "seed", 0, "seed of the random choice of answers")
 	fs.Float64Var(&o.cfg.Cap, "cap", 0, "the dispatcher's rate cap (requests/s), for the report and the chart")
 	fs.IntVar(&o.cfg.MaxArrivals, "max-arrivals", mockprovider.DefaultMaxArrivals, "arrivals kept in memory; the oldest are dropped past it")
@@ -94,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("listening", "addr", p.Addr().String(), "url", p.URL(),
 		"throttle_share", o.cfg.ThrottleShare, "error_share", o.cfg.ErrorShare,
-		"reject_share", o.cfg.RejectShare, "latency", o.cfg.Latency, "cap", o.cfg.Cap)
+		"reject_share", o.cfg.RejectShare, "latency", o.cfg.Latency, "cap", o.cfg.Cap, "capacity", o.cfg.Capacity)
 	<-ctx.Done()
 	log.Info("shutting down")
 	code := 0

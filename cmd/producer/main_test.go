@@ -347,7 +347,7 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"--payload", "1", "--ttl", "-1s"}, "--ttl: must be positive"},
 		{[]string{"--payload", "1", "--ttl", "soon"}, "--ttl"},
 		{[]string{"--payload", "1", "--lane", "urgent"}, `--lane: unknown lane "urgent"`},
-		{[]string{"--payload", "1", "--cost", "-2"}, "--cost: must be at least 1"},
+		{[]string{"--payload", "1", "--cost", "-2"}, "--cost: must be between 1 and 100 (queue.max_cost), got -2"},
 		{[]string{"--payload", "hello"}, "--payload: not valid JSON"},
 		{[]string{"--payload", ""}, "--payload: required"},
 		{[]string{"--payload", "1", "--key", strings.Repeat("k", 300)}, "--key: 300 bytes"},

@@ -94,7 +94,7 @@ func runOne(ctx context.Context, g *globals, f jobFlags) error {
 }
 
 // flagProblems restates a job's validation errors in terms of the flags:
-// "--lane: unknown lane ...; --cost: must be at least 1, got -1".
+// "--lane: unknown lane ...; --cost: must be between 1 and 100 (queue.max_cost), got -1".
 func flagProblems(err error) string {
 	var out []string
 	for _, e := range problems(err) {

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/sink"
 )
 
 // session is the configuration, the queue and the producer on it.
@@ -63,9 +64,20 @@ func (s *session) close() error {
 	return errors.Join(errs...)
 }
 
-// newProducer returns a producer on q with the lanes and limits of cfg.
+// newProducer returns a producer on q with the lanes and limits of cfg,
+// and, when the configuration has the HTTP sink's URL, its bounds on a
+// job's own request, so that a job the dispatchers would not send is
+// refused at enqueue.
 func newProducer(q queue.Enqueuer, cfg *config.Config) (*producer.Producer, error) {
-	return producer.New(q, cfg.PriorityConfig(), producer.WithMaxPayloadBytes(cfg.Queue.MaxPayloadBytes))
+	opts := []producer.Option{producer.WithMaxPayloadBytes(cfg.Queue.MaxPayloadBytes), producer.WithMaxCost(cfg.Queue.MaxCost)}
+	if cfg.Sink.Type == config.SinkHTTP && cfg.Sink.URL != "" {
+		b, err := sink.NewBounds(cfg.HTTPSinkConfig())
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, producer.WithJobCheck(b.Check))
+	}
+	return producer.New(q, cfg.PriorityConfig(), opts...)
 }
 
 // checker returns a producer that checks jobs against cfg before any
