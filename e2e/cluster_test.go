@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
+	// This process is the recording provider: it stamps each arrival when
+	// its handler starts. A garbage collection here would hold arrivals
+	// back and stamp them together, a bunch the dispatchers never sent;
+	// collect less often (the arrivals are small).
+	debug.SetGCPercent(400)
 	// Built as the image builds it (-tags production: no demo linked in).
 	cmd := exec.Command("go", "build", "-tags", "production", "-o", dir+string(os.PathSeparator), "github.com/sluicehq/sluice/cmd/dispatcher")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -85,31 +91,42 @@ func newClusterWith(t *testing.T, backend string, rate float64, opts testredis.O
 	t.Helper()
 	c := &cluster{t: t, backend: backend, name: "e2e" + fmt.Sprint(time.Now().UnixNano()%1e6)}
 	c.redis = testredis.Start(t, opts)
+	topo := []string{"SLUICE_REDIS_URL=" + c.redis.URL()}
+	if backend == "nats" {
+		c.nats = testnats.Start(t)
+		topo = append(topo, "SLUICE_NATS_URL="+c.nats.URL())
+	}
+	c.setUp(rate, append(topo, env...))
+	c.q = c.openQueue("e2e-producer")
+	return c
+}
+
+// setUp starts c's recording provider for rate (stopped with the test)
+// and sets the dispatchers' environment: the cluster's queue, backend,
+// provider and rate, then env (later settings win), then any
+// SLUICE_E2E_SET_X=v of the test's own environment as SLUICE_X=v (a way
+// to try settings in `make bench` without editing). It also sets the
+// lanes and privileged users every cluster has.
+func (c *cluster) setUp(rate float64, env []string) {
+	c.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	c.t.Cleanup(cancel)
 	var err error
 	if c.prov, err = mockprovider.New(mockprovider.Config{Listen: "127.0.0.1:0", Cap: rate}); err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	if err := c.prov.Start(ctx); err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.prov.Close() })
+	c.t.Cleanup(func() { _ = c.prov.Close() })
 	c.env = []string{
 		"SLUICE_QUEUE_NAME=" + c.name,
-		"SLUICE_QUEUE_BACKEND=" + backend,
-		"SLUICE_REDIS_URL=" + c.redis.URL(),
+		"SLUICE_QUEUE_BACKEND=" + c.backend,
 		"SLUICE_SINK_URL=" + c.prov.URL(),
 		fmt.Sprintf("SLUICE_PACER_RATE=%g", rate),
 		"SLUICE_METRICS_LISTEN=127.0.0.1:0",
 	}
-	if backend == "nats" {
-		c.nats = testnats.Start(t)
-		c.env = append(c.env, "SLUICE_NATS_URL="+c.nats.URL())
-	}
 	c.env = append(c.env, env...)
-	// SLUICE_E2E_SET_X=v in the test's environment sets SLUICE_X=v for the
-	// dispatchers: a way to try settings in `make bench` without editing.
 	for _, kv := range os.Environ() {
 		if rest, ok := strings.CutPrefix(kv, "SLUICE_E2E_SET_"); ok {
 			c.env = append(c.env, "SLUICE_"+rest)
@@ -117,8 +134,6 @@ func newClusterWith(t *testing.T, backend string, rate float64, opts testredis.O
 	}
 	c.prio = priority.Config{Lanes: []priority.Lane{{Name: "vip", Weight: 8}, {Name: "default", Weight: 2}},
 		PrivilegedUsers: []string{"alice"}}
-	c.q = c.openQueue("e2e-producer")
-	return c
 }
 
 // openQueue opens the cluster's queue as the test's own consumer.
@@ -281,7 +296,7 @@ func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Cleanup(func() {
 		p.signal(syscall.SIGKILL)
 		<-p.done
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SLUICE_E2E_LOGS") != "" {
 			b, _ := os.ReadFile(p.log)
 			t.Logf("%s log (exit %d):\n%s", p.name, p.exit, tail(string(b), 40))
 		}

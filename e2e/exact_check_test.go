@@ -59,15 +59,14 @@ func promiseOf(t *testing.T, rate float64, env []string) promise {
 func (p promise) max1s() int    { return int(math.Floor(p.rate+1e-9)) + p.burst }
 func (p promise) max100ms() int { return int(math.Floor(p.rate/10+1e-9)) + p.burst }
 
-// minMean is the least mean rate over the saturated part: 97% of the
-// schedule's rate, cap × (1 − headroom). Run alone, every case measures
-// 0.99 or more of the schedule's rate; the 2% more are for slots forfeited
-// (never sent late) while the test's other processes load the same two
-// cores.
+// minMean is the least mean rate over the saturated part: 99% of the
+// schedule's rate, cap × (1 − headroom). Runs measure 0.998–1.0 of it;
+// the 1% is for slots forfeited (never sent late) when the machine is
+// loaded.
 func (p promise) minMean() float64 { return minMeanShare * p.rate * (1 - p.headroom) }
 
 // minMeanShare is the share of the schedule's rate the mean must reach.
-const minMeanShare = 0.97
+const minMeanShare = 0.99
 
 // stopsBy is how long after the last successful pacer call arrivals may
 // still come: a slot is granted at most one horizon ahead of the call

@@ -98,6 +98,9 @@ type metricSet struct {
 	lateness  histogram          // sluice_send_lateness_seconds, summed
 	seen      bool               // the lateness histogram was exposed at all
 	forfeited map[string]float64 // sluice_pacer_slots_forfeited_total by reason, summed
+	effective float64            // sluice_pacer_effective_rate, the last replica's
+	cuts      float64            // sluice_pacer_rate_cuts_total, summed
+	holds     float64            // sluice_pacer_holds_total, summed
 }
 
 // parseMetrics folds one /metrics body into m.
@@ -126,6 +129,12 @@ func (m *metricSet) parseMetrics(r io.Reader) error {
 			m.seen = true
 		case "sluice_pacer_slots_forfeited_total":
 			m.forfeited[label(s[2], "reason")] += v
+		case "sluice_pacer_effective_rate":
+			m.effective = v
+		case "sluice_pacer_rate_cuts_total":
+			m.cuts += v
+		case "sluice_pacer_holds_total":
+			m.holds += v
 		}
 	}
 	if err := sc.Err(); err != nil {

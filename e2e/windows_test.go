@@ -139,3 +139,20 @@ func statsOf(times []time.Time, quiet ...span) windowStats {
 	s.Mean = meanRate(times, quiet...)
 	return s
 }
+
+// countsPer returns how many of the sorted times fall in each step from
+// from on, up to the last of them.
+func countsPer(times []time.Time, from time.Time, step time.Duration) []int {
+	var out []int
+	for _, at := range times {
+		i := int(at.Sub(from) / step)
+		if i < 0 {
+			continue
+		}
+		for len(out) <= i {
+			out = append(out, 0)
+		}
+		out[i]++
+	}
+	return out
+}

@@ -1,0 +1,227 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/mockprovider"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// TestBenchTablePerf prints the performance table of `make bench` (issue
+// 15): for each backend and for a bare Redis list worker (the baseline,
+// perf_baseline_test.go) run in the same test, the ceiling, CPU per job,
+// latency under the cap, round trips per job, the replicas' peak RSS and
+// the pacer's grants per second, each with its ratio to the baseline and
+// whether its target is met. Only with SLUICE_BENCH=1.
+func TestBenchTablePerf(t *testing.T) {
+	if os.Getenv("SLUICE_BENCH") == "" {
+		t.Skip("set SLUICE_BENCH=1 (make bench) to run the end-to-end benchmark")
+	}
+	figs := map[string]*perfFigures{}
+	for _, b := range []string{"baseline", "redis", "nats"} {
+		f := &perfFigures{}
+		runtime.GC()
+		f.latency = perfLatency(t, b)
+		runtime.GC()
+		f.ceiling, f.cpuPer1000, f.allocsPerJob, f.forfeits = perfCeiling(t, b)
+		if b != "baseline" {
+			runtime.GC()
+			f.load = perfLoad(t, b)
+		}
+		figs[b] = f
+	}
+	figs["baseline"].grants, figs["redis"].grants = perfGrants(t)
+	printPerf(os.Stdout, figs)
+}
+
+// perfFigures are one column of the table.
+type perfFigures struct {
+	ceiling      float64            // jobs/s, no cap
+	cpuPer1000   time.Duration      // CPU of every process per 1,000 jobs at the ceiling
+	allocsPerJob float64            // heap allocations per job in the replicas; <0: not measured
+	forfeits     map[string]float64 // slots forfeited per job at the ceiling, by reason
+	latency      [3]time.Duration
+	load         loadFigures
+	grants       float64 // pacer grants/s, 4 × 8 callers
+}
+
+// loadFigures are counted at 5,000/s offered (round trips) and 10,000/s
+// (RSS), cap 20,000.
+type loadFigures struct {
+	redisReads, redisCmds, pacerCalls float64 // per job
+	natsIn, natsOut                   float64 // per job; 0 on Redis
+	rssMB                             float64 // the largest replica's VmHWM
+}
+
+const (
+	perfCeilingJobs = 30000
+	perfWorkers     = 32 // the baseline's goroutines
+)
+
+// perfSample is what the table reads at the start and end of a window.
+type perfSample struct {
+	at        time.Time
+	delivered int
+	cpu       time.Duration
+	mallocs   float64
+}
+
+// perfCluster is a cluster on either backend, or a bare Redis list for the
+// baseline, with the process ids whose CPU the table counts.
+type perfCluster struct {
+	*cluster
+	nats *perfNATS // nil unless the NATS backend
+	list string    // the baseline's list
+}
+
+// newPerfCluster starts Redis, the provider and, for "nats", a NATS server
+// whose message counts the table reads. No replica is started.
+func newPerfCluster(t *testing.T, backend string, rate float64, env ...string) *perfCluster {
+	t.Helper()
+	c := &perfCluster{cluster: newCluster(t, "redis", rate, env...)}
+	switch backend {
+	case "nats":
+		c.nats = startPerfNATS(t)
+		c.backend = backend
+		c.env = append(c.env, "SLUICE_QUEUE_BACKEND=nats", "SLUICE_NATS_URL="+c.nats.srv.ClientURL())
+		c.q = openNATSQueue(t, c.nats, c.name)
+	case "baseline":
+		c.list = "perf:{" + c.name + "}:jobs"
+	}
+	return c
+}
+
+// sample reads the CPU of the replicas, Redis and this process (the
+// provider, the producer, the embedded NATS server and the baseline
+// worker), and the replicas' allocations.
+func (c *perfCluster) sample(t *testing.T) perfSample {
+	t.Helper()
+	s := perfSample{delivered: c.delivered()}
+	rpid, err := redisPID(context.Background(), c.redis.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := []int{rpid, os.Getpid()}
+	for _, p := range c.allProcs() {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	for _, pid := range pids {
+		d, err := cpuOf(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.cpu += d
+	}
+	if c.list == "" {
+		if s.mallocs, err = mallocs(c.cluster); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.at = time.Now()
+	return s
+}
+
+// enqueueOne puts one job into the backend now.
+func (c *perfCluster) enqueueOne(id string) error {
+	if c.list != "" {
+		return baselinePush(context.Background(), c.redis.Client(), c.list, id)
+	}
+	j := &queue.Job{ID: id, Lane: "default", Payload: json.RawMessage(`{"text":"hi"}`)}
+	_, err := c.q.Enqueue(context.Background(), j)
+	return err
+}
+
+// run starts the replicas, or the baseline worker.
+func (c *perfCluster) run(t *testing.T) {
+	t.Helper()
+	if c.list == "" {
+		c.start(benchReplicas)
+		waitReady(t, c.cluster)
+		return
+	}
+	t.Cleanup(runBaseline(c.redis.Addr(), c.list, c.prov.URL(), perfWorkers))
+}
+
+// perfLatency offers 200 jobs/s at cap 500: enqueue → provider arrival of
+// 1,000 jobs after 100 unmeasured.
+func perfLatency(t *testing.T, backend string) (l [3]time.Duration) {
+	const offered, warmup, jobs = 200, 100, 1000
+	t.Run("latency-"+backend, func(t *testing.T) {
+		c := newPerfCluster(t, backend, 500)
+		c.run(t)
+		tick := time.NewTicker(time.Second / offered)
+		defer tick.Stop()
+		for i := range warmup + jobs {
+			<-tick.C
+			id := fmt.Sprintf("l-%05d", i)
+			if i < warmup {
+				id = fmt.Sprintf("w-%05d", i)
+			}
+			if err := c.enqueueOne(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.waitDelivered(warmup+jobs, time.Minute)
+		var waits []time.Duration
+		for _, a := range c.prov.Arrivals() {
+			if strings.HasPrefix(a.JobID, "l-") {
+				waits = append(waits, a.At.Sub(a.EnqueuedAt))
+			}
+		}
+		slices.Sort(waits)
+		l = [3]time.Duration{mockprovider.Percentile(waits, 50), mockprovider.Percentile(waits, 99), waits[len(waits)-1]}
+	})
+	return l
+}
+
+// perfCeiling drains a 30,000-job backlog with no cap and returns jobs/s,
+// CPU per 1,000 jobs and the replicas' allocations per job, counted from
+// the first delivery to the last, and the slots the replicas forfeited per
+// job (late or unclaimed: a CPU-starved replica forfeits many).
+func perfCeiling(t *testing.T, backend string) (rate float64, cpu time.Duration, allocs float64, forfeits map[string]float64) {
+	t.Run("ceiling-"+backend, func(t *testing.T) {
+		c := newPerfCluster(t, backend, 1e6, "SLUICE_PACER_BURST=1000")
+		if c.list != "" {
+			for i := 0; i < perfCeilingJobs; i += 500 {
+				ids := make([]string, 500)
+				for k := range ids {
+					ids[k] = fmt.Sprintf("c-%05d", i+k)
+				}
+				if err := baselinePush(context.Background(), c.redis.Client(), c.list, ids...); err != nil {
+					t.Fatal(err)
+				}
+			}
+		} else {
+			c.enqueue("c", "bob", perfCeilingJobs)
+		}
+		c.run(t)
+		c.waitDelivered(1, 30*time.Second)
+		s0 := c.sample(t)
+		c.waitDelivered(perfCeilingJobs, 3*time.Minute)
+		s1 := c.sample(t)
+		jobs := float64(s1.delivered - s0.delivered)
+		rate = c.prov.Report(time.Time{}, time.Time{}).MeanRate
+		cpu = time.Duration(float64(s1.cpu-s0.cpu) / jobs * 1000)
+		allocs = -1
+		if c.list == "" {
+			allocs = (s1.mallocs - s0.mallocs) / jobs
+			m, err := scrapeAll(c.cluster)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forfeits = map[string]float64{}
+			for reason, n := range m.forfeited {
+				forfeits[reason] = n / perfCeilingJobs
+			}
+		}
+	})
+	return rate, cpu, allocs, forfeits
+}
