@@ -22,18 +22,22 @@ tidy-check:
 	$(GO) mod tidy -diff
 	cd deploy && $(GO) mod tidy -diff
 
-## test-long: the end-to-end pacing cases on both backends, with 30s runs (skipped by `make test`)
+## test-long: the end-to-end pacing cases on both backends, with 30s runs, and the longer topology
+## cases (a NATS stream leader that rejoins at once), skipped by `make test`
 test-long:
-	SLUICE_LONG=1 $(GO) test -race -count=1 -timeout 30m ./e2e/ -run '^TestExact'
+	SLUICE_LONG=1 $(GO) test -count=1 -timeout 30m ./e2e/ -run '^(TestExact|TestTopology)'
 
 ## bench: the micro benchmarks, then the end-to-end table (4 dispatcher processes, real Redis and NATS)
+## and the ingest table (jobs/s through serve-api, one job and batches of 100, beside the Go producer)
+## and the performance table beside a bare Redis list worker (TestBenchTablePerf: ceiling, CPU and
+## allocations per job, latency under the cap, round trips per job, RSS, pacer grants/s)
 bench: bench-micro bench-e2e
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./pacer/ ./queue/... ./internal/dispatch/
 
 bench-e2e:
-	@SLUICE_BENCH=1 $(GO) test -count=1 -run TestBenchTable -v -timeout 20m ./e2e/ | grep -vE '^(=== |--- PASS|    --- PASS|PASS$$)'
+	@SLUICE_BENCH=1 $(GO) test -count=1 -run 'TestBenchTable|TestBenchIngest' -v -timeout 25m ./e2e/ | grep -vE '^(=== |--- PASS|    --- PASS|PASS$$)'
 
 ## lint: go vet and staticcheck
 lint:
