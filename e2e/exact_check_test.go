@@ -110,6 +110,9 @@ func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...s
 	}
 	if s.Max100ms > p.max100ms() {
 		t.Errorf("%d arrivals in the 100ms from %s; want at most cap/10 + burst = %d", s.Max100ms, s.At100ms.Format("15:04:05.000"), p.max100ms())
+		times := arrivalTimes(arr)
+		t.Logf("that window (%v after the first arrival) holds, in ms after its start: %s",
+			s.At100ms.Sub(times[0]).Round(time.Millisecond), offsetsText(times, s.At100ms, 100*time.Millisecond))
 	}
 	switch {
 	case !s.Saturated:
@@ -148,4 +151,17 @@ func long(t *testing.T) {
 // exactName names a case.
 func exactName(backend string, replicas int, rate float64) string {
 	return fmt.Sprintf("%s/%dx/cap%g", backend, replicas, rate)
+}
+
+// offsetsText lists the times in [from, from+w] as milliseconds after
+// from, to show how a window's arrivals bunched.
+func offsetsText(times []time.Time, from time.Time, w time.Duration) string {
+	var b strings.Builder
+	for _, at := range times {
+		if at.Before(from) || at.After(from.Add(w)) {
+			continue
+		}
+		fmt.Fprintf(&b, "%.2f ", float64(at.Sub(from))/float64(time.Millisecond))
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package pacer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,6 +30,69 @@ var ErrAside = errors.New("pacer: standing aside")
 // their report; those reports are how replicas learn of each other's
 // precision, and each announce is also a clock sample, so that a replica
 // standing aside notices when its link has recovered.
+
+// A replica is judged only once its map holds asideSamples round trips;
+// until then it would go on, and a replica on a slow link would place its
+// first slots up to its uncertainty off, among the others' (a clump at the
+// provider as the cluster starts). So a replica whose map is empty, or
+// still short of samples and already too uncertain, takes no slot yet: it samples the
+// clock at once, round trip after round trip (settleClock), learning the
+// live replicas with each, and is then judged as above. A replica whose
+// first reply was merely slow (a dial, a script load) is precise again
+// after its next round trip; one on a slow link knows within asideSamples
+// round trips, before its first slot.
+
+// announced is what the last Members.Announce said of this replica.
+type announced struct {
+	id     string
+	window time.Duration
+}
+
+// settleWindow is the live window a probe asks with before this replica
+// has announced itself.
+const settleWindow = 10 * time.Second
+
+// unsettledLocked reports whether this replica's clock map is empty, or
+// short of asideSamples round trips and already past the bound.
+func (p *Pacer) unsettledLocked(now time.Time) bool {
+	if p.clock.n >= asideSamples || p.deg.on {
+		return false
+	}
+	if p.clock.n == 0 {
+		return true // no map yet: the first slots need one
+	}
+	_, u := p.clock.offset(now)
+	return p.imprecise(u)
+}
+
+// settleClock samples the clock until the map is settled (see
+// unsettledLocked): each sample is one call to the replicas script, which
+// also tells how many of the other live replicas are precise.
+func (p *Pacer) settleClock(ctx context.Context) error {
+	m := p.Members()
+	for {
+		p.mu.Lock()
+		unsettled := p.unsettledLocked(p.cfg.Clock.Now())
+		p.mu.Unlock()
+		if !unsettled {
+			return nil
+		}
+		self, window := "", settleWindow
+		if a := p.self.Load(); a != nil {
+			self, window = a.id, a.window
+		}
+		sent := p.cfg.Clock.Now()
+		live, at, err := m.replicas(ctx, "", "", window)
+		if err != nil {
+			return fmt.Errorf("settle clock: %w", err)
+		}
+		recv := p.cfg.Clock.Now()
+		p.mu.Lock()
+		p.clock.add(sent, recv, at)
+		p.mu.Unlock()
+		p.notePeers(self, live)
+	}
+}
 
 // clockToken is the report token of a replica whose clock is precise.
 const clockToken = "clock=ok"

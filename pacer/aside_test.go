@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
 	"github.com/sluicehq/sluice/internal/testredis"
 )
 
@@ -85,5 +89,58 @@ func TestImpreciseReplicaStandsAside(t *testing.T) {
 	announce(slow, "slow")
 	if err := slow.Aside(); err != nil {
 		t.Errorf("after a fast round trip: Aside = %v, want nil", err)
+	}
+}
+
+// A replica that starts on a slow link takes no slot before its clock is
+// judged: it samples the clock at once, round trip after round trip, and
+// stands aside beside a precise peer before it has placed a single slot
+// up to its uncertainty off. (Judged only by the samples its slots gave
+// it, it would have taken its first slots with a ±40ms map.)
+func TestSlowStarterSettlesBeforeItsFirstSlot(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	cfg := Config{Name: "settle", Rate: 100}
+	fast := newClientPacer(t, srv, cfg)
+	ctx := context.Background()
+	if _, err := fast.Members().Announce(ctx, "fast", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	link := toxiproxy.NewProxy(tp, "settle", "127.0.0.1:0", srv.Addr())
+	if err := link.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Stop)
+	if _, err := link.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":40}}`)); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: link.Listen, MaxRetries: -1, ReadTimeout: 2 * time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	slow, err := New(rdb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if st, err := slow.Take(tctx, 1); !errors.Is(err, ErrAside) {
+		t.Fatalf("first Take on a slow link beside a precise peer = %v, %v; want ErrAside before any slot", st, err)
+	}
+	slow.mu.Lock()
+	samples, held := slow.clock.n, len(slow.buf)
+	slow.mu.Unlock()
+	if samples < asideSamples || held != 0 {
+		t.Errorf("after standing aside: %d clock samples, %d slots held; want at least %d and none", samples, held, asideSamples)
+	}
+	// The schedule is untouched: the precise peer's first slot is now,
+	// not a horizon of the slow replica's slots later.
+	st, err := fast.Take(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait := time.Until(st.At); wait > 20*time.Millisecond {
+		t.Errorf("the precise peer's first slot is %v away; want about now (the slow replica reserved none)", wait)
 	}
 }

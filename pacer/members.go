@@ -78,6 +78,7 @@ func (m *Members) Announce(ctx context.Context, id, report string, window time.D
 		m.p.mu.Lock()
 		m.p.clock.add(sent, recv, now)
 		m.p.mu.Unlock()
+		m.p.self.Store(&announced{id: id, window: window})
 		m.p.notePeers(id, live)
 	}
 	if m.live != nil {

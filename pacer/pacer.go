@@ -47,9 +47,10 @@ type Pacer struct {
 	clock     *clockMap
 	hint      time.Time // the latest slot granted to this replica (Redis clock)
 
-	sharers      atomic.Int64 // replicas drawing on the schedule, as Members last saw
-	precisePeers atomic.Int64 // other live replicas with precise clocks (aside.go)
-	deg          degraded     // local mode while Redis is away (degraded.go)
+	sharers      atomic.Int64              // replicas drawing on the schedule, as Members last saw
+	precisePeers atomic.Int64              // other live replicas with precise clocks (aside.go)
+	self         atomic.Pointer[announced] // this replica's id and live window, from Members.Announce
+	deg          degraded                  // local mode while Redis is away (degraded.go)
 
 	calls, granted, used, waitNanos atomic.Int64
 	unclaimed, stale, late          atomic.Int64
@@ -173,6 +174,14 @@ func (p *Pacer) claim(ctx context.Context, n int, held []slot) ([]slot, time.Tim
 				p.giveBack(held)
 				return nil, time.Time{}, fmt.Errorf("pacer: wait: %w", ctx.Err())
 			}
+		}
+		if p.unsettledLocked(now) {
+			p.mu.Unlock()
+			if err := p.settleClock(ctx); err != nil {
+				p.giveBack(held)
+				return nil, time.Time{}, fmt.Errorf("pacer: wait: %w", err)
+			}
+			continue
 		}
 		if err := p.asideLocked(now); err != nil {
 			p.mu.Unlock()

@@ -15,8 +15,12 @@ type gateKey struct{}
 
 // WithGate returns a context that carries check. A Sender calls Gate on the
 // context as the last step before it writes the request; when check returns
-// an error, nothing is written and Send returns that error. The engine uses
-// it to send only within a pacer slot's lateness bound.
+// an error, nothing is written and Send returns that error. A Sender may
+// run check more than once for one request (the HTTP sink runs it when the
+// request is handed to the transport and again right before its first
+// byte is written); the last run that passes is the moment the request
+// left. The engine uses it to send only within a pacer slot's lateness
+// bound.
 func WithGate(ctx context.Context, check func() error) context.Context {
 	return context.WithValue(ctx, gateKey{}, check)
 }

@@ -1,15 +1,24 @@
 package sink
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
 )
 
 // gatedTransport runs the gate a request's context carries (see WithGate)
-// and, only when the gate lets the request go, the transport beneath,
-// which writes it. A refused request is never handed to the transport: no
-// connection is opened and nothing is written.
+// twice: before the request is handed to the transport beneath, so that a
+// late request opens no connection, and again on the connection, right
+// before the request's first byte is written (gateConn), so that no wait
+// in between (a dial, a busy connection pool, the machine's scheduler)
+// can turn a passed gate into a late send. A refused request is not
+// written.
 //
 // A request that passed the gate is written at most once. net/http writes
 // a request with an Idempotency-Key header again on its own when a reused
@@ -36,9 +45,99 @@ func (t gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, &gateError{err: err}
 	}
-	once := req.WithContext(req.Context()) // a shallow copy: RoundTrip must not change req
-	once.GetBody = func() (io.ReadCloser, error) { return nil, errWrittenOnce }
-	return t.next.RoundTrip(once)
+	st := &writeGate{ctx: req.Context()}
+	ctx := httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: st.arm})
+	once := req.WithContext(ctx) // a shallow copy: RoundTrip must not change req
+	once.GetBody = st.rewind
+	resp, err := t.next.RoundTrip(once)
+	if err != nil {
+		if gerr := st.refusal(); gerr != nil {
+			return nil, &gateError{err: gerr}
+		}
+	}
+	return resp, err
+}
+
+// writeGate is one request's gate at write time: GotConn arms the
+// connection the transport chose with it, and the connection runs it at
+// the request's first write.
+type writeGate struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	refused error // the gate's error, once it refused at write time
+}
+
+// arm hands the gate to the connection the request is about to be
+// written on. A connection that is not a gateConn (none of ours) is left
+// alone: the gate already ran in RoundTrip.
+func (g *writeGate) arm(info httptrace.GotConnInfo) {
+	c := info.Conn
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if gc, ok := c.(*gateConn); ok {
+		gc.armed.Store(g)
+	}
+}
+
+// check runs the request's gate, remembering a refusal.
+func (g *writeGate) check() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.refused != nil {
+		return g.refused
+	}
+	if err := Gate(g.ctx); err != nil {
+		g.refused = err
+		return err
+	}
+	return nil
+}
+
+// refusal returns the gate's error when it refused at write time.
+func (g *writeGate) refusal() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.refused
+}
+
+// rewind is the request's GetBody: net/http asks for it to write the
+// request again, which a gated request never is.
+func (g *writeGate) rewind() (io.ReadCloser, error) {
+	if err := g.refusal(); err != nil {
+		return nil, &gateError{err: err}
+	}
+	return nil, errWrittenOnce
+}
+
+// gateConn is a connection to the provider that runs the gate it was
+// armed with (see writeGate.arm) before the first write after arming.
+// When the gate refuses, nothing is written: the write fails, net/http
+// closes the connection, and RoundTrip reports the refusal.
+type gateConn struct {
+	net.Conn
+	armed atomic.Pointer[writeGate]
+}
+
+// Write runs the armed gate, if any, then writes p.
+func (c *gateConn) Write(p []byte) (int, error) {
+	if g := c.armed.Swap(nil); g != nil {
+		if err := g.check(); err != nil {
+			return 0, &gateError{err: err}
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+// gatedDial wraps the connections dial opens in gateConn.
+func gatedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &gateConn{Conn: c}, nil
+	}
 }
 
 // errWrittenOnce refuses to rewind a request body for a second write.

@@ -71,7 +71,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	}
 	transport := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           gatedDial((&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext),
 		MaxIdleConns:          cfg.MaxInFlight,
 		MaxIdleConnsPerHost:   cfg.MaxInFlight,
 		MaxConnsPerHost:       cfg.MaxInFlight,
@@ -103,11 +103,13 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 // the payload, the URL's credentials nor the auth secret ever appear in
 // the error.
 //
-// The gate that ctx may carry (WithGate) runs as the last step before the
-// request is handed to the transport: when it refuses, nothing is sent and
+// The gate that ctx may carry (WithGate) runs before the request is handed
+// to the transport, and again on the connection right before the
+// request's first byte is written: when it refuses, nothing is sent and
 // Send returns its error (ErrLate from the dispatch engine), which matches
 // none of ErrThrottled, ErrTransient and ErrPermanent. A new connection to
-// the provider, when one is needed, is opened after the gate.
+// the provider, when one is needed, is opened after the first run; a
+// refusal at write time closes the connection it was to be written on.
 func (h *HTTP) Send(ctx context.Context, j *queue.Job) error {
 	if j == nil {
 		return fmt.Errorf("%w: nil job", ErrPermanent)

@@ -492,7 +492,7 @@ func TestSendGate(t *testing.T) {
 	if err := h.Send(pass, j); err != nil {
 		t.Fatalf("Send with a passing gate: %v", err)
 	}
-	if n, c := requests.Load(), checks.Load(); n != 1 || c != 1 {
-		t.Errorf("with a passing gate: %d requests, gate ran %d times; want 1 and 1", n, c)
+	if n, c := requests.Load(), checks.Load(); n != 1 || c != 2 {
+		t.Errorf("with a passing gate: %d requests, gate ran %d times; want 1 and 2 (at the hand-over and at the write)", n, c)
 	}
 }

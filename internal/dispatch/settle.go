@@ -36,8 +36,8 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 	e.metrics.inFlight(1)
 	e.open.Add(1)
 	start := e.cfg.Now()
-	var gated atomic.Bool
-	err := e.sink.Send(sink.WithGate(ctx, e.onTime(j, slot, &gated)), j)
+	var left leftAt
+	err := e.sink.Send(sink.WithGate(ctx, e.onTime(slot, &left)), j)
 	e.open.Add(-1)
 	e.metrics.inFlight(-1)
 	if errors.Is(err, sink.ErrLate) {
@@ -45,7 +45,10 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 		return
 	}
 	e.sent.add(j.Lane)
-	if !gated.Load() { // a sink that runs no gate: the send began at start
+	if late, ok := left.get(); ok {
+		e.metrics.lateness(late)
+		e.metrics.sent(j, slot.At.Add(late))
+	} else { // a sink that runs no gate: the send began at start
 		e.metrics.sent(j, start)
 	}
 	took := e.cfg.Now().Sub(start)
@@ -81,21 +84,31 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 	}
 }
 
-// onTime returns the gate for sending j on slot, which the sink runs right
-// before it writes the request: it refuses with sink.ErrLate once the slot
-// is past its deadline, and otherwise records how late the request leaves
-// and sets passed.
-func (e *Engine) onTime(j *queue.Job, slot pacer.Slot, passed *atomic.Bool) func() error {
+// onTime returns the gate for sending on slot, which the sink runs right
+// before it writes the request (perhaps more than once): it refuses with
+// sink.ErrLate once the slot is past its deadline, and otherwise records
+// in left how late after the slot the request leaves.
+func (e *Engine) onTime(slot pacer.Slot, left *leftAt) func() error {
 	return func() error {
 		now := e.cfg.Now()
 		if slot.Late(now) {
 			return sink.ErrLate
 		}
-		passed.Store(true)
-		e.metrics.lateness(now.Sub(slot.At))
-		e.metrics.sent(j, now)
+		left.set(now.Sub(slot.At))
 		return nil
 	}
+}
+
+// leftAt is how late after its slot a request left, as its gate's last
+// pass saw it; the gate may run on another goroutine than send's.
+type leftAt struct{ ns atomic.Int64 } // lateness + 1, 0 while the gate has not passed
+
+func (l *leftAt) set(late time.Duration) { l.ns.Store(int64(max(late, 0)) + 1) }
+
+// get returns the lateness, false when the gate never passed.
+func (l *leftAt) get() (time.Duration, bool) {
+	v := l.ns.Load()
+	return time.Duration(v - 1), v != 0
 }
 
 // late gives up a slot whose request could not leave before its deadline

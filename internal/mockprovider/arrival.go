@@ -25,8 +25,10 @@ type Arrival struct {
 	// Seq numbers arrivals from 1 in the order they were received, since
 	// the provider started or was last reset.
 	Seq int64 `json:"seq"`
-	// At is the server's clock when the request reached the handler. Taken
-	// with time.Now, it carries a monotonic reading in-process.
+	// At is when the request reached the provider's host: on Linux the
+	// kernel's receive time of its bytes, else the server's clock when the
+	// request reached the handler (see recvstamp.go). It carries a
+	// monotonic reading in-process.
 	At time.Time `json:"at"`
 	// JobID is the X-Sluice-Job-Id header.
 	JobID string `json:"job_id,omitempty"`

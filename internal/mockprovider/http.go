@@ -15,7 +15,7 @@ import (
 // none), is answered 400 without asking the
 // Responder; a body over 16 MiB is answered 413 and not recorded.
 func (p *Provider) serveJob(w http.ResponseWriter, r *http.Request) {
-	at := time.Now() // when the request reached the handler, before any lock
+	at := arrivedAt(r.Context(), time.Now()) // when the request reached this host (recvstamp.go), before any lock
 	defer p.open.begin()()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {

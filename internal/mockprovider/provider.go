@@ -136,9 +136,9 @@ func (p *Provider) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (p *Provider) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(stampListen(ln)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("mockprovider: serve: %w", err)
