@@ -55,7 +55,10 @@
 // clock offset (as for NTP): it could shift that replica's slots by up to
 // half its round trip. A replica whose clock map is less certain than four
 // times MaxLateness therefore stands aside while precise replicas are live
-// (see Aside, ErrAside): the bound holds for the replicas that send. When every
+// (see Aside, ErrAside): the bound holds for the replicas that send. A
+// replica samples the clock before its first slot, and one already that
+// uncertain takes no slot until its map holds enough round trips to be
+// judged, so it stands aside before it has placed any. When every
 // replica is that far from Redis, all of them send, each off by up to half
 // its round trip.
 //

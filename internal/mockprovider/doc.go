@@ -16,9 +16,11 @@
 // # What is recorded
 //
 // Every POST, PUT, PATCH or DELETE to [Config.Path] or below it (a job's
-// own request.path) is an [Arrival]: the server's arrival time (with Go's
-// monotonic reading, so in-process differences are immune to wall-clock
-// steps), the method and the path with its query, the X-Sluice-Job-Id,
+// own request.path) is an [Arrival]: the time the request reached this
+// host (on Linux the kernel's receive time of its bytes, so that the
+// provider's own scheduling delays do not bunch arrivals that came
+// evenly; see recvstamp.go), with Go's monotonic reading, so in-process
+// differences are immune to wall-clock steps, the method and the path with its query, the X-Sluice-Job-Id,
 // X-Sluice-Lane, X-Sluice-Attempt, Idempotency-Key and X-Sluice-Enqueued-At
 // headers, and the status answered; with [Config.KeepBodies], every header
 // and the body too (JSON in Body, anything else byte for byte in RawBody).
