@@ -221,7 +221,7 @@ func TestExactCutLink(t *testing.T) {
 // After the restart the replicas are sending at the full rate again within
 // reconnectBound; the mean leaves out the outage and that time.
 //
-// It runs in make test-long: in 2 of 24 runs on a loaded 2-core machine the
+// It runs in make test-long: in 2 of 22 runs on a loaded 2-core machine the
 // rate dipped for a few hundred milliseconds, seconds after the restart
 // (mean 0.89 and 0.95 of the cap against a bound of 0.97) while every window
 // bound held; until that is understood it would make make test flaky. The
