@@ -94,8 +94,8 @@ func (c *linuxStampedConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// WriteTo and ReadFrom of *net.TCPConn would bypass Read; io.Copy must see
-// a plain net.Conn.
+// WriteTo shadows *net.TCPConn's, which would read the socket around Read
+// and its stamp (io.Copy prefers it); reading goes through Read instead.
 func (c *linuxStampedConn) WriteTo(w io.Writer) (int64, error) {
 	return io.Copy(w, struct{ io.Reader }{c})
 }
