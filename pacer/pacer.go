@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -107,6 +106,16 @@ func (p *Pacer) WaitN(ctx context.Context, n int) error {
 // is never spent twice). An error wrapping ErrUnavailable means Redis
 // failed: nothing was granted for it; retry with backoff.
 func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
+	return p.TakeAhead(ctx, n, 0)
+}
+
+// TakeAhead is Take, returning up to ahead before the slot comes: for a
+// caller that prepares its request meanwhile and waits for the slot's
+// moment (Hold) right before it writes, so that nothing between the
+// wake-up and the write makes the request late. The caller must not let
+// the request leave before the slot's At. A slot already past its deadline
+// when the wait ends is never returned.
+func (p *Pacer) TakeAhead(ctx context.Context, n int, ahead time.Duration) (Slot, error) {
 	if n < 1 {
 		return Slot{}, fmt.Errorf("pacer: wait: n must be at least 1, got %d", n)
 	}
@@ -125,7 +134,7 @@ func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
 		}
 		last := held[len(held)-1]
 		p.afterClaim(ctx, last.local, now)
-		woke, err := p.waitFor(ctx, last.local, now)
+		woke, err := p.waitFor(ctx, last.local.Add(-max(ahead, 0)), now, ahead <= 0)
 		if err != nil {
 			p.giveBack(held)
 			return Slot{}, fmt.Errorf("pacer: wait: %w", err)
@@ -139,6 +148,19 @@ func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
 		p.waitNanos.Add(int64(woke.Sub(start)))
 		return s, nil
 	}
+}
+
+// Hold waits until s comes (its At, on this replica's clock), yielding the
+// processor for the last microseconds rather than arming a timer, and
+// returns ctx's error when ctx ends first. It is the last wait before a
+// request taken with TakeAhead is written; the caller then checks the
+// deadline (s.Late) and writes at once.
+func (p *Pacer) Hold(ctx context.Context, s Slot) error {
+	_, err := p.waitFor(ctx, s.At, p.cfg.Clock.Now(), true)
+	if err != nil {
+		return fmt.Errorf("pacer: hold: %w", err)
+	}
+	return nil
 }
 
 // Forfeit records that the caller could not send on s before its deadline:
@@ -349,55 +371,3 @@ func (p *Pacer) uncertainLocked(now time.Time) bool {
 }
 
 func (p *Pacer) sharersNow() int { return int(p.sharers.Load()) }
-
-// spinBelow is the wait under which waitFor yields the processor in a loop
-// instead of arming a timer: a timer's wake-up costs more than such a wait
-// and comes later than it (tens of microseconds), which is lateness.
-const spinBelow = 50 * time.Microsecond
-
-// waitFor waits until t (now is a recent reading of the clock) and returns
-// the time it woke, read once: time.Now is not free on every machine, and
-// a slot costs only two readings on the fast path.
-func (p *Pacer) waitFor(ctx context.Context, t, now time.Time) (time.Time, error) {
-	d := t.Sub(now)
-	if d >= spinBelow {
-		if err := p.sleepFor(ctx, d); err != nil {
-			return time.Time{}, err
-		}
-		return p.cfg.Clock.Now(), nil
-	}
-	for spins := 0; ; spins++ {
-		woke := p.cfg.Clock.Now()
-		if !woke.Before(t) {
-			return woke, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return time.Time{}, err
-		}
-		if spins == maxSpins { // a clock that does not move (an injected one): wait as before
-			if err := p.sleepFor(ctx, t.Sub(woke)); err != nil {
-				return time.Time{}, err
-			}
-			return p.cfg.Clock.Now(), nil
-		}
-		runtime.Gosched()
-	}
-}
-
-// maxSpins bounds waitFor's yielding loop, so that it never depends on the
-// clock moving by itself.
-const maxSpins = 1000
-
-func (p *Pacer) sleepFor(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

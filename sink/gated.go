@@ -68,8 +68,10 @@ type writeGate struct {
 }
 
 // arm hands the gate to the connection the request is about to be
-// written on. A connection that is not a gateConn (none of ours) is left
-// alone: the gate already ran in RoundTrip.
+// written on. On a connection that is not a gateConn (none of ours: the
+// transport dials through gatedDial) the gate already ran in RoundTrip,
+// and arm only waits out the request's hold, so that it never leaves
+// before its moment.
 func (g *writeGate) arm(info httptrace.GotConnInfo) {
 	c := info.Conn
 	if tc, ok := c.(*tls.Conn); ok {
@@ -77,17 +79,21 @@ func (g *writeGate) arm(info httptrace.GotConnInfo) {
 	}
 	if gc, ok := c.(*gateConn); ok {
 		gc.armed.Store(g)
+		return
+	}
+	if hold, ok := g.ctx.Value(holdKey{}).(func() error); ok {
+		_ = hold() // nothing can stop the write from here; an ended ctx fails it
 	}
 }
 
-// check runs the request's gate, remembering a refusal.
+// check runs the request's hold and gate (Hold), remembering a refusal.
 func (g *writeGate) check() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.refused != nil {
 		return g.refused
 	}
-	if err := Gate(g.ctx); err != nil {
+	if err := Hold(g.ctx); err != nil {
 		g.refused = err
 		return err
 	}

@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/queue"
 )
@@ -105,5 +110,83 @@ func TestGateRefusesAtWrite(t *testing.T) {
 				t.Errorf("the provider got %d requests for one send after a refusal, want 1", n)
 			}
 		})
+	}
+}
+
+// The hold runs on the connection, right before the request's first byte,
+// and the gate after it: the request is built and its connection opened
+// while the hold waits, and nothing reaches the provider until the hold
+// ends. A hold that refuses writes nothing and its error comes back.
+func TestHoldWaitsAtTheWire(t *testing.T) {
+	accepted := make(chan struct{}, 8)
+	var arrivals atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		arrivals.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted <- struct{}{}
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	h := newSink(t, HTTPConfig{URL: srv.URL + "/send"})
+	if !h.Holds() {
+		t.Fatal("the HTTP sink does not hold; want a Holder")
+	}
+	job := &queue.Job{ID: "j", Payload: json.RawMessage(`{"to":"+1"}`)}
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, s)
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	gated := WithGate(context.Background(), func() error { note("gate"); return nil })
+	ctx := WithHold(gated, func() error { note("hold"); close(holding); <-release; return nil })
+	done := make(chan error, 1)
+	go func() { done <- h.Send(ctx, job) }()
+	bound := time.After(10 * time.Second)
+	select {
+	case <-holding:
+	case <-bound:
+		t.Fatal("the hold did not run within 10s")
+	}
+	select {
+	case <-accepted:
+	case <-bound:
+		t.Fatal("no connection reached the provider while the hold waited: the hold ran before the dial")
+	}
+	if n := arrivals.Load(); n != 0 {
+		t.Errorf("the provider got %d requests while the hold waited, want 0", n)
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("send after the hold: %v", err)
+		}
+	case <-bound:
+		t.Fatal("the send did not end within 10s of the hold's end")
+	}
+	if n := arrivals.Load(); n != 1 {
+		t.Errorf("the provider got %d requests for one send, want 1", n)
+	}
+	mu.Lock()
+	got := strings.Join(order, " ")
+	mu.Unlock()
+	if want := "gate hold gate"; got != want {
+		t.Errorf("ran %q, want %q: the gate at the hand-over, then the hold and the gate at the write", got, want)
+	}
+
+	refusing := WithHold(gated, func() error { return ErrLate })
+	if err := h.Send(refusing, job); !errors.Is(err, ErrLate) {
+		t.Errorf("send with a refusing hold: got %v, want ErrLate", err)
+	}
+	if n := arrivals.Load(); n != 1 {
+		t.Errorf("the provider got %d requests after a refusing hold, want still 1", n)
 	}
 }

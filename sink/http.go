@@ -110,6 +110,9 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 // none of ErrThrottled, ErrTransient and ErrPermanent. A new connection to
 // the provider, when one is needed, is opened after the first run; a
 // refusal at write time closes the connection it was to be written on.
+// The hold that ctx may carry (WithHold) runs at write time only, before
+// the gate: the request is built and its connection taken before its
+// moment, and it leaves the instant the hold ends.
 func (h *HTTP) Send(ctx context.Context, j *queue.Job) error {
 	if j == nil {
 		return fmt.Errorf("%w: nil job", ErrPermanent)
@@ -212,6 +215,9 @@ func (h *HTTP) Close() error {
 	h.client.CloseIdleConnections()
 	return nil
 }
+
+// Holds reports true: Send runs Hold right before the request's first byte.
+func (h *HTTP) Holds() bool { return true }
 
 // String describes the sink without credentials: "http POST http://host/path".
 func (h *HTTP) String() string { return "http " + h.bounds.method + " " + h.endpoint.redacted }

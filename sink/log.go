@@ -26,9 +26,9 @@ func NewLog(logger *slog.Logger) *Log {
 }
 
 // Send logs the job's id, lane, attempt and payload size at level Info and
-// returns nil, or a transient error when ctx has already ended. The gate
-// ctx may carry (WithGate) runs just before the record is written: when it
-// refuses, nothing is logged and Send returns its error.
+// returns nil, or a transient error when ctx has already ended. The hold
+// and the gate ctx may carry (Hold) run just before the record is written:
+// when either refuses, nothing is logged and Send returns its error.
 func (s *Log) Send(ctx context.Context, j *queue.Job) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: log: %w", ErrTransient, err)
@@ -36,7 +36,7 @@ func (s *Log) Send(ctx context.Context, j *queue.Job) error {
 	if j == nil {
 		return fmt.Errorf("%w: nil job", ErrPermanent)
 	}
-	if err := Gate(ctx); err != nil {
+	if err := Hold(ctx); err != nil {
 		return fmt.Errorf("sink: log: not sent: %w", err)
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "sink: job delivered to the log",
@@ -47,3 +47,6 @@ func (s *Log) Send(ctx context.Context, j *queue.Job) error {
 	)
 	return nil
 }
+
+// Holds reports true: Send runs Hold right before it writes the record.
+func (s *Log) Holds() bool { return true }

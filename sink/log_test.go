@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/queue"
@@ -60,5 +61,28 @@ func TestLogSinkGate(t *testing.T) {
 	ctx = WithGate(context.Background(), func() error { return nil })
 	if err := s.Send(ctx, &queue.Job{ID: "j"}); err != nil || buf.Len() == 0 {
 		t.Errorf("Send with a passing gate: got %v and %q logged, want nil and a record", err, buf.String())
+	}
+}
+
+// The log sink runs the hold, then the gate, right before the record: a
+// refusing hold logs nothing.
+func TestLogSinkHold(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	if !s.Holds() {
+		t.Fatal("the log sink does not hold; want a Holder")
+	}
+	var order []string
+	ctx := WithGate(context.Background(), func() error { order = append(order, "gate"); return nil })
+	refusing := WithHold(ctx, func() error { order = append(order, "hold"); return ErrLate })
+	if err := s.Send(refusing, &queue.Job{ID: "j"}); !errors.Is(err, ErrLate) || buf.Len() != 0 {
+		t.Errorf("Send with a refusing hold: got %v and %q logged, want ErrLate and nothing", err, buf.String())
+	}
+	passing := WithHold(ctx, func() error { order = append(order, "hold"); return nil })
+	if err := s.Send(passing, &queue.Job{ID: "j"}); err != nil || buf.Len() == 0 {
+		t.Errorf("Send with a passing hold: got %v and %q logged, want nil and a record", err, buf.String())
+	}
+	if got := strings.Join(order, " "); got != "hold hold gate" {
+		t.Errorf("ran %q, want %q: the gate runs after the hold, and not after a refusal", got, "hold hold gate")
 	}
 }

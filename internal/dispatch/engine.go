@@ -35,10 +35,13 @@ var _ Queue = queue.Queue(nil)
 
 // Pacer is the slice of pacer.Pacer the engine uses.
 type Pacer interface {
-	// Take returns when n slots of the cluster-wide schedule are the
-	// caller's and the last has come, and returns that last slot: the
-	// request goes on it, before its Deadline, or not at all.
-	Take(ctx context.Context, n int) (pacer.Slot, error)
+	// TakeAhead returns when n slots of the cluster-wide schedule are the
+	// caller's and the last is at most ahead away, and returns that last
+	// slot: the request goes on it, from its At until its Deadline, or not
+	// at all.
+	TakeAhead(ctx context.Context, n int, ahead time.Duration) (pacer.Slot, error)
+	// Hold waits until the slot's At, or until ctx ends.
+	Hold(ctx context.Context, s pacer.Slot) error
 	// Forfeit gives up a slot whose request could not leave before its
 	// Deadline: the slot is lost, never spent late.
 	Forfeit(s pacer.Slot)
@@ -71,7 +74,8 @@ type Engine struct {
 	pacer   Pacer
 	fb      Feedback // nil: throttles hold the cluster each time
 	sink    sink.Sender
-	buf     *laneBuffer // jobs fetched ahead of their slots
+	ahead   time.Duration // how long before its slot a request goes to a sink that holds (sink.Holder)
+	buf     *laneBuffer   // jobs fetched ahead of their slots
 	metrics *Metrics
 	log     *slog.Logger
 
@@ -158,6 +162,9 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		deferSem: make(chan struct{}, maxDefersInFlight),
 	}
 	e.replicas.Store(1)
+	if h, ok := deps.Sink.(sink.Holder); ok && h.Holds() {
+		e.ahead = holdAhead
+	}
 	if e.tenants = tenantLimits(deps.Pacer); e.tenants != nil {
 		e.tenants.SetTenantDemand(e.buf.tenantDemand)
 	}
@@ -248,7 +255,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			continue
 		}
 		start := e.cfg.Now()
-		slot, err := e.pacer.Take(ctx, 1)
+		slot, err := e.pacer.TakeAhead(ctx, 1, e.ahead)
 		if err != nil {
 			release()
 			<-e.inflight
@@ -281,7 +288,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			continue
 		}
 		if cost := d.Job().Cost; cost > 1 {
-			if slot, err = e.pacer.Take(ctx, cost-1); err != nil {
+			if slot, err = e.pacer.TakeAhead(ctx, cost-1, e.ahead); err != nil {
 				e.putBack(d)
 				release()
 				<-e.inflight
@@ -298,6 +305,14 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 		}()
 	}
 }
+
+// holdAhead is how long before its slot the engine hands a request to a
+// sink that holds it at the wire (sink.Holder): the job is picked, the
+// request built and a connection taken while the slot is still to come,
+// and the request leaves the instant its slot comes, so that none of that
+// work (nor the goroutines it passes through on a busy machine) makes it
+// late. A job that arrives within holdAhead of a slot goes on a later one.
+const holdAhead = 2 * time.Millisecond
 
 // permit acquires a cluster-wide permit when there is a bound, and
 // returns the function that gives it back (a no-op without a bound).

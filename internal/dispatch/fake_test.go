@@ -159,7 +159,7 @@ func (d *memDelivery) Release(context.Context) error { d.settle("release", "", 0
 
 // gatePacer grants a slot each time the test sends on gate (or at once
 // when gate is nil), and records throttles and forfeits. Its slots fall
-// when Take returns and have an hour to go, except the first late ones,
+// when TakeAhead returns and have an hour to go, except the first late ones,
 // which are past their deadline already.
 type gatePacer struct {
 	gate      chan struct{}
@@ -168,10 +168,24 @@ type gatePacer struct {
 	slots     int
 	throttles []time.Duration
 	forfeits  []pacer.Slot
-	aside     atomic.Pointer[error] // Aside's answer, and Take's error, when set
+	aheads    []time.Duration       // each TakeAhead's ahead
+	holds     int                   // Hold calls
+	aside     atomic.Pointer[error] // Aside's answer, and TakeAhead's error, when set
 }
 
-func (p *gatePacer) Take(ctx context.Context, n int) (pacer.Slot, error) {
+// Hold counts the call and returns at once: the fake's slots have come
+// when TakeAhead returns.
+func (p *gatePacer) Hold(ctx context.Context, _ pacer.Slot) error {
+	p.mu.Lock()
+	p.holds++
+	p.mu.Unlock()
+	return ctx.Err()
+}
+
+func (p *gatePacer) TakeAhead(ctx context.Context, n int, ahead time.Duration) (pacer.Slot, error) {
+	p.mu.Lock()
+	p.aheads = append(p.aheads, ahead)
+	p.mu.Unlock()
 	if err := p.Aside(); err != nil {
 		return pacer.Slot{}, err
 	}

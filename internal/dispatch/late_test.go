@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,5 +124,54 @@ func TestLatenessRecordedPerSend(t *testing.T) {
 	}
 	if f := p.forfeited(); len(f) != 0 {
 		t.Errorf("forfeited %d slots with an hour to go, want none", len(f))
+	}
+}
+
+// A sink that holds at the wire (the HTTP sink) gets its request holdAhead
+// before the slot and waits out the rest in Hold; any other sink gets it
+// only once its slot has come, and no hold.
+func TestHoldingSinkGetsTheSlotAhead(t *testing.T) {
+	p := &gatePacer{}
+	prov, q, _ := runOverHTTP(t, p)
+	q.Enqueue(context.Background(), job("otp", "vip", "x"))
+	eventually(t, 10*time.Second, "the job settled", func() bool { return q.settledCount() == 1 })
+	if got := prov.requests(); len(got) != 1 {
+		t.Fatalf("provider saw %v, want one request", got)
+	}
+	p.mu.Lock()
+	aheads, holds := append([]time.Duration(nil), p.aheads...), p.holds
+	p.mu.Unlock()
+	if len(aheads) == 0 || aheads[0] != holdAhead || holds != 1 {
+		t.Errorf("HTTP sink: slots taken %v ahead, %d holds; want %s ahead and 1 hold", aheads, holds, holdAhead)
+	}
+
+	plain := &gatePacer{}
+	var sent atomic.Int64
+	s := sink.SenderFunc(func(ctx context.Context, j *queue.Job) error {
+		if err := sink.Hold(ctx); err != nil {
+			return err
+		}
+		sent.Add(1)
+		return nil
+	})
+	q2 := newMemQueue("vip", "default")
+	e, err := New(Config{}, Deps{Queue: q2, Pacer: plain, Sink: s, Priority: twoLanes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	q2.Enqueue(context.Background(), job("otp2", "vip", "x"))
+	eventually(t, 10*time.Second, "the job settled", func() bool { return q2.settledCount() == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	plain.mu.Lock()
+	defer plain.mu.Unlock()
+	if len(plain.aheads) == 0 || plain.aheads[0] != 0 || plain.holds != 0 || sent.Load() != 1 {
+		t.Errorf("a sink that does not hold: slots taken %v ahead, %d holds, %d sent; want 0 ahead, no hold, 1 sent",
+			plain.aheads, plain.holds, sent.Load())
 	}
 }

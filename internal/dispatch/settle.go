@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -37,7 +38,11 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 	e.open.Add(1)
 	start := e.cfg.Now()
 	var left leftAt
-	err := e.sink.Send(sink.WithGate(ctx, e.onTime(slot, &left)), j)
+	sctx := sink.WithGate(ctx, e.onTime(slot, &left))
+	if e.ahead > 0 {
+		sctx = sink.WithHold(sctx, e.hold(ctx, slot))
+	}
+	err := e.sink.Send(sctx, j)
 	e.open.Add(-1)
 	e.metrics.inFlight(-1)
 	if errors.Is(err, sink.ErrLate) {
@@ -95,6 +100,18 @@ func (e *Engine) onTime(slot pacer.Slot, left *leftAt) func() error {
 			return sink.ErrLate
 		}
 		left.set(now.Sub(slot.At))
+		return nil
+	}
+}
+
+// hold returns the wait, for a sink that holds (sink.Holder), until slot
+// comes: the sink runs it right before it writes the request, then the
+// gate. When ctx ends first, nothing is sent and the slot is forfeited.
+func (e *Engine) hold(ctx context.Context, slot pacer.Slot) func() error {
+	return func() error {
+		if err := e.pacer.Hold(ctx, slot); err != nil {
+			return fmt.Errorf("%w: %w", sink.ErrLate, err)
+		}
 		return nil
 	}
 }
