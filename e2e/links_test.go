@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"strconv"
+	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,58 +71,41 @@ func (l *redisLink) restore() {
 	}
 }
 
-// senders tells which replica sent each request: every replica gets a
-// sink URL of its own, a listener that notes the replica against the job
-// and attempt and hands the request to the one provider, which stamps the
-// arrival time as usual.
+// senders tells which replica sent each request: every replica's sink URL
+// carries its name in a query parameter (?sender=r0), which the provider
+// records with the arrival's URI. All of them reach the provider's own
+// listener, so every arrival is stamped with the kernel's receive time
+// (a listener of the test's own would stamp them as its handler ran, and
+// a provider descheduled for a few milliseconds would record requests that
+// left evenly as a burst).
 type senders struct {
 	prov *mockprovider.Provider
-	mu   sync.Mutex
-	by   map[string]string // job id + "#" + attempt -> replica
 }
 
-func newSenders(prov *mockprovider.Provider) *senders {
-	return &senders{prov: prov, by: map[string]string{}}
+func newSenders(prov *mockprovider.Provider) *senders { return &senders{prov: prov} }
+
+// senderParam is the query parameter that names the replica.
+const senderParam = "sender"
+
+// sinkURL returns the sink URL replica is to use.
+func (s *senders) sinkURL(_ *testing.T, replica string) string {
+	return s.prov.URL() + "?" + url.Values{senderParam: {replica}}.Encode()
 }
 
-func sendKey(job string, attempt int) string { return job + "#" + strconv.Itoa(attempt) }
-
-// sinkURL starts a listener for replica, closed when the test ends, and
-// returns the sink URL that replica is to use.
-func (s *senders) sinkURL(t *testing.T, replica string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// of returns the replica that sent a, empty when unknown.
+func (s *senders) of(a mockprovider.Arrival) string {
+	u, err := url.ParseRequestURI(a.URI)
 	if err != nil {
-		t.Fatalf("senders: listen: %v", err)
+		return ""
 	}
-	h := s.prov.Handler()
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get(mockprovider.HeaderJobID); id != "" {
-			s.mu.Lock()
-			n, _ := strconv.Atoi(strings.TrimSpace(r.Header.Get(mockprovider.HeaderAttempt)))
-			s.by[sendKey(id, n)] = replica
-			s.mu.Unlock()
-		}
-		h.ServeHTTP(w, r)
-	})}
-	done := make(chan struct{})
-	go func() { _ = srv.Serve(ln); close(done) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return "http://" + ln.Addr().String() + s.prov.Config().Path
+	return u.Query().Get(senderParam)
 }
 
 // from returns the arrivals sent by replica.
 func (s *senders) from(arr []mockprovider.Arrival, replica string) []mockprovider.Arrival {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []mockprovider.Arrival
 	for _, a := range arr {
-		if s.by[sendKey(a.JobID, a.Attempt)] == replica {
+		if s.of(a) == replica {
 			out = append(out, a)
 		}
 	}
@@ -134,11 +114,9 @@ func (s *senders) from(arr []mockprovider.Arrival, replica string) []mockprovide
 
 // shares counts the arrivals by replica.
 func (s *senders) shares(arr []mockprovider.Arrival) map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := map[string]int{}
 	for _, a := range arr {
-		out[s.by[sendKey(a.JobID, a.Attempt)]]++
+		out[s.of(a)]++
 	}
 	return out
 }
