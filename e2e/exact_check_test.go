@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/mockprovider"
 )
 
 // promise is what the dispatchers of a cluster promise the provider,
@@ -60,13 +63,23 @@ func (p promise) max1s() int    { return int(math.Floor(p.rate+1e-9)) + p.burst 
 func (p promise) max100ms() int { return int(math.Floor(p.rate/10+1e-9)) + p.burst }
 
 // minMean is the least mean rate over the saturated part: 99% of the
-// schedule's rate, cap × (1 − headroom). Runs measure 0.998–1.0 of it;
-// the 1% is for slots forfeited (never sent late) when the machine is
-// loaded.
+// schedule's rate, cap × (1 − headroom). Runs on a quiet machine measure
+// 0.998–1.0 of it.
 func (p promise) minMean() float64 { return minMeanShare * p.rate * (1 - p.headroom) }
 
 // minMeanShare is the share of the schedule's rate the mean must reach.
 const minMeanShare = 0.99
+
+// minRawMean is the least mean rate at the provider on a machine so
+// loaded that its scheduler runs senders more than max_lateness late: the
+// slots they gave up (sluice_pacer_slots_forfeited_total{reason="late"},
+// never sent late, by design) may then account for the rest of minMean,
+// down to this share of the schedule's rate. Runs with two busy loops
+// holding both cores of a 2-core machine forfeit about 2% of the slots.
+func (p promise) minRawMean() float64 { return minRawMeanShare * p.rate * (1 - p.headroom) }
+
+// minRawMeanShare is minRawMean's share of the schedule's rate.
+const minRawMeanShare = 0.90
 
 // stopsBy is how long after the last successful pacer call arrivals may
 // still come: a slot is granted at most one horizon ahead of the call
@@ -77,8 +90,9 @@ func (p promise) stopsBy() time.Duration { return p.horizon + p.maxLate + 10*tim
 // checkExact asserts the promise on every arrival the provider saw: each
 // id delivered, the busiest 1s and 100ms windows within cap × length +
 // burst, and the mean over the saturated part (leaving out quiet spans)
-// at least 99% of cap × (1 − headroom). It logs the figures and returns
-// them.
+// at least 99% of cap × (1 − headroom), or at least 90% of it with the
+// slots the replicas gave up as late making up the rest. It logs the
+// figures and returns them.
 func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...span) windowStats {
 	t.Helper()
 	p := promiseOf(t, rate, c.env)
@@ -87,8 +101,10 @@ func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...s
 	t.Logf("%s, cap %g/s: %d arrivals; busiest 1s %d (bound %d), busiest 100ms %d (bound %d); mean %.1f/s = %.3f of cap over %s (bound %.3f)",
 		t.Name(), rate, s.Count, s.Max1s, p.max1s(), s.Max100ms, p.max100ms(),
 		s.Mean, s.Mean/rate, s.SatTo.Sub(s.SatFrom).Round(10*time.Millisecond), p.minMean()/rate)
+	late := 0.0 // slots the replicas gave up as late, over the whole run (0 when one cannot tell)
 	if m, err := scrapeAll(c); err == nil {
 		t.Logf("replicas: lateness p50/p99/max %s; forfeited %s", m.latenessText(), m.forfeitText())
+		late = m.forfeited["late"]
 	}
 	delivered := map[string]bool{}
 	for _, a := range arr {
@@ -112,13 +128,19 @@ func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...s
 		t.Errorf("%d arrivals in the 100ms from %s; want at most cap/10 + burst = %d", s.Max100ms, s.At100ms.Format("15:04:05.000"), p.max100ms())
 		times := arrivalTimes(arr)
 		t.Logf("that window (%v after the first arrival) holds, in ms after its start: %s",
-			s.At100ms.Sub(times[0]).Round(time.Millisecond), offsetsText(times, s.At100ms, 100*time.Millisecond))
+			s.At100ms.Sub(times[0]).Round(time.Millisecond), offsetsText(arr, s.At100ms, 100*time.Millisecond))
 	}
 	switch {
 	case !s.Saturated:
 		t.Errorf("the run's saturated part is shorter than 1s (%d arrivals from %s to %s): too short to judge the mean", s.Count, s.SatFrom, s.SatTo)
-	case s.Mean < p.minMean():
-		t.Errorf("mean %.1f/s over the saturated part; want at least %.2f × cap × (1 − headroom %.3f) = %.1f/s", s.Mean, minMeanShare, p.headroom, p.minMean())
+	case s.Mean >= p.minMean():
+	case s.Mean >= p.minRawMean() && s.Mean+late/s.MeanOver.Seconds() >= p.minMean():
+		t.Logf("mean %.1f/s is under %.1f/s; with the %.0f slots the replicas gave up as late (the machine ran them more than %s late) it is %.1f/s: the schedule ran at its rate",
+			s.Mean, p.minMean(), late, p.maxLate, s.Mean+late/s.MeanOver.Seconds())
+	default:
+		t.Errorf("mean %.1f/s over the saturated part; want at least %.2f × cap × (1 − headroom %.3f) = %.1f/s, "+
+			"or at least %.1f/s with the slots given up as late making up the rest (%.0f given up: %.1f/s)",
+			s.Mean, minMeanShare, p.headroom, p.minMean(), p.minRawMean(), late, s.Mean+late/s.MeanOver.Seconds())
 	}
 	return s
 }
@@ -153,15 +175,22 @@ func exactName(backend string, replicas int, rate float64) string {
 	return fmt.Sprintf("%s/%dx/cap%g", backend, replicas, rate)
 }
 
-// offsetsText lists the times in [from, from+w] as milliseconds after
-// from, to show how a window's arrivals bunched.
-func offsetsText(times []time.Time, from time.Time, w time.Duration) string {
+// offsetsText lists the arrivals in [from, from+w] as milliseconds after
+// from, each followed by its sender when its URI names one (senders).
+func offsetsText(arr []mockprovider.Arrival, from time.Time, w time.Duration) string {
 	var b strings.Builder
-	for _, at := range times {
-		if at.Before(from) || at.After(from.Add(w)) {
+	var who senders
+	arr = slices.Clone(arr)
+	slices.SortFunc(arr, func(x, y mockprovider.Arrival) int { return x.At.Compare(y.At) })
+	for _, a := range arr {
+		if a.At.Before(from) || a.At.After(from.Add(w)) {
 			continue
 		}
-		fmt.Fprintf(&b, "%.2f ", float64(at.Sub(from))/float64(time.Millisecond))
+		fmt.Fprintf(&b, "%.2f", float64(a.At.Sub(from))/float64(time.Millisecond))
+		if r := who.of(a); r != "" {
+			fmt.Fprintf(&b, "(%s)", r)
+		}
+		b.WriteByte(' ')
 	}
 	return b.String()
 }

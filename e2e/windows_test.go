@@ -68,9 +68,19 @@ type span struct{ from, to time.Time }
 // overlap). It returns 0 when the run is too short to have a saturated
 // part of one second.
 func meanRate(times []time.Time, quiet ...span) float64 {
+	n, d := meanSpan(times, quiet...)
+	if d < time.Second {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// meanSpan returns how many of the sorted times the mean counts and over
+// how long: the saturated part, less the quiet spans.
+func meanSpan(times []time.Time, quiet ...span) (int, time.Duration) {
 	from, to, ok := saturated(times)
 	if !ok {
-		return 0
+		return 0, 0
 	}
 	n, d := len(within(times, from, to)), to.Sub(from)
 	for _, q := range quiet {
@@ -80,10 +90,7 @@ func meanRate(times []time.Time, quiet ...span) float64 {
 			d -= hi.Sub(lo)
 		}
 	}
-	if d < time.Second {
-		return 0
-	}
-	return float64(n) / d.Seconds()
+	return n, d
 }
 
 func later(a, b time.Time) time.Time {
@@ -118,15 +125,16 @@ func within(times []time.Time, from, to time.Time) []time.Time {
 
 // windowStats is what the provider saw in one run.
 type windowStats struct {
-	Count     int       // arrivals
-	Max1s     int       // busiest closed 1s window
-	Max100ms  int       // busiest closed 100ms window
-	At1s      time.Time // where the busiest 1s window starts
-	At100ms   time.Time // where the busiest 100ms window starts
-	Mean      float64   // arrivals/s over the saturated part (0 when too short)
-	SatFrom   time.Time // the saturated part, first arrival + settle ...
-	SatTo     time.Time // ... to last arrival − settle
-	Saturated bool      // the saturated part is at least 1s long
+	Count     int           // arrivals
+	Max1s     int           // busiest closed 1s window
+	Max100ms  int           // busiest closed 100ms window
+	At1s      time.Time     // where the busiest 1s window starts
+	At100ms   time.Time     // where the busiest 100ms window starts
+	Mean      float64       // arrivals/s over the saturated part (0 when too short)
+	MeanOver  time.Duration // how long the mean counts: the saturated part less the quiet spans
+	SatFrom   time.Time     // the saturated part, first arrival + settle ...
+	SatTo     time.Time     // ... to last arrival − settle
+	Saturated bool          // the saturated part is at least 1s long
 }
 
 // statsOf computes the windowStats of the sorted times, the mean leaving
@@ -137,6 +145,7 @@ func statsOf(times []time.Time, quiet ...span) windowStats {
 	s.Max100ms, s.At100ms = busiest(times, 100*time.Millisecond)
 	s.SatFrom, s.SatTo, s.Saturated = saturated(times)
 	s.Mean = meanRate(times, quiet...)
+	_, s.MeanOver = meanSpan(times, quiet...)
 	return s
 }
 
