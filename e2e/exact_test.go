@@ -221,16 +221,20 @@ func TestExactCutLink(t *testing.T) {
 // After the restart the replicas are sending at the full rate again within
 // reconnectBound; the mean leaves out the outage and that time.
 //
-// It runs in make test-long: in 2 of 22 runs on a loaded 2-core machine the
-// rate dipped for a few hundred milliseconds, seconds after the restart
-// (mean 0.89 and 0.95 of the cap against a bound of 0.97) while every window
-// bound held; until that is understood it would make make test flaky. The
-// fail-closed part (nothing sent once the pacer cannot be reached) is in
-// make test through TestExactCutLink.
+// make test runs it on the Redis backend and judges what the provider saw
+// (every job delivered, the busiest windows, nothing after the kill, the
+// full rate back within reconnectBound); make test-long runs both backends
+// and also judges the mean. On a loaded machine the rate may dip for one to
+// two seconds, two to three seconds after the restart, with no error logged
+// and not from slots given up as late: 2 of 22 runs before, 2 of 6 with two
+// busy loops holding both cores (mean 0.79 and 0.86 of the cap against
+// 0.97), while every window bound held. The cause is not found yet.
 func TestExactRedisKilled(t *testing.T) {
 	for _, backend := range []string{"redis", "nats"} {
 		t.Run(backend, func(t *testing.T) {
-			long(t)
+			if backend == "nats" {
+				long(t)
+			}
 			const rate, jobs = 300.0, 2100
 			c := newClusterWith(t, backend, rate, testredis.Options{AOF: true}, "SLUICE_QUEUE_VISIBILITY_TIMEOUT=3s")
 			testredis.RequireReal(t, c.redis)
@@ -259,7 +263,11 @@ func TestExactRedisKilled(t *testing.T) {
 			if full < 0 || time.Duration(full)*step > reconnectBound {
 				t.Errorf("not at the full rate within %s of the restart: arrivals per 250ms %v", reconnectBound, counts)
 			}
-			checkExact(t, c, rate, ids, span{killedAt, restartAt.Add(reconnectBound).Add(settle)})
+			judge := checkExact
+			if !isLong() {
+				judge = checkWindows
+			}
+			judge(t, c, rate, ids, span{killedAt, restartAt.Add(reconnectBound).Add(settle)})
 			p := promiseOf(t, rate, c.env)
 			checkQuiet(t, "Redis killed", times, killedAt, restartAt, p.stopsBy())
 		})

@@ -41,6 +41,12 @@
 // request, see Slot) are never spent late. Stats counts each reason and
 // reports the clock offset and its uncertainty.
 //
+// Take returns when the slot comes. TakeAhead returns a little before it,
+// for a caller that prepares its request meanwhile and calls Hold right
+// before it writes: Hold ends at the slot's moment, sleeping its last
+// 1.2ms on the OS thread (nanosleep, on Linux), because the Go runtime's
+// timers wake up to a millisecond late when the process is idle.
+//
 // # The guarantee
 //
 // The schedule runs at Rate×(1−Headroom). With every request leaving

@@ -12,9 +12,9 @@
 // for a third of the visibility timeout are extended.
 //
 // The slot loop takes one slot of the cluster-wide schedule at a time
-// (Pacer.Take), and only then picks the job to send, by the lane policy
-// (priority.Scheduler), so the job sent is the most urgent one at that
-// moment. A job of cost n takes n slots and is sent at the last. At most
+// (Pacer.TakeAhead), and only then picks the job to send, by the lane
+// policy (priority.Scheduler), so the job sent is the most urgent one at
+// that moment (2ms before the slot, for a sink that holds). A job of cost n takes n slots and is sent at the last. At most
 // Config.MaxInFlight requests are open at once.
 //
 // # Sending on time
@@ -27,6 +27,14 @@
 // later slot. So a stall between the slot and the wire never turns an old
 // slot into a request. The gate also records how late each request left
 // (sluice_send_lateness_seconds).
+//
+// A sink that holds (sink.Holder, as the HTTP and log sinks do) gets each
+// request a little ahead of its slot (holdAhead, 2ms), with a hold
+// (sink.WithHold) that waits for the slot (Pacer.Hold) and that the sink
+// runs right before the gate: the job is picked, the request built and a
+// connection taken while the slot is still to come, and the request leaves
+// the moment it comes. Any other sink gets each request once its slot has
+// come.
 //
 // # Settling
 //
@@ -52,7 +60,7 @@
 //
 // # Depending on little
 //
-// The engine takes a Queue (Fetch and Stats), a Pacer (Take, Forfeit,
-// Throttle) and a sink.Sender: any queue.Queue and *pacer.Pacer will do,
+// The engine takes a Queue (Fetch and Stats), a Pacer (TakeAhead, Hold,
+// Forfeit, Throttle, Aside) and a sink.Sender: any queue.Queue and *pacer.Pacer will do,
 // and tests use in-memory fakes.
 package dispatch
