@@ -95,18 +95,6 @@ func (p promise) stopsBy() time.Duration { return p.horizon + p.maxLate + 10*tim
 // figures and returns them.
 func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...span) windowStats {
 	t.Helper()
-	return judgeExact(t, c, rate, ids, true, quiet...)
-}
-
-// checkWindows is checkExact without the mean: every id delivered and the
-// busiest windows within their bounds.
-func checkWindows(t *testing.T, c *cluster, rate float64, ids []string, quiet ...span) windowStats {
-	t.Helper()
-	return judgeExact(t, c, rate, ids, false, quiet...)
-}
-
-func judgeExact(t *testing.T, c *cluster, rate float64, ids []string, mean bool, quiet ...span) windowStats {
-	t.Helper()
 	p := promiseOf(t, rate, c.env)
 	arr := c.prov.Arrivals()
 	s := statsOf(arrivalTimes(arr), quiet...)
@@ -143,8 +131,6 @@ func judgeExact(t *testing.T, c *cluster, rate float64, ids []string, mean bool,
 			s.At100ms.Sub(times[0]).Round(time.Millisecond), offsetsText(arr, s.At100ms, 100*time.Millisecond))
 	}
 	switch {
-	case !mean:
-		t.Logf("the mean is judged in make test-long only")
 	case !s.Saturated:
 		t.Errorf("the run's saturated part is shorter than 1s (%d arrivals from %s to %s): too short to judge the mean", s.Count, s.SatFrom, s.SatTo)
 	case s.Mean >= p.minMean():

@@ -222,14 +222,7 @@ func TestExactCutLink(t *testing.T) {
 // After the restart the replicas are sending at the full rate again within
 // reconnectBound; the mean leaves out the outage and that time.
 //
-// make test runs it on the Redis backend and judges what the provider saw
-// (every job delivered, the busiest windows, nothing after the kill, the
-// full rate back within reconnectBound); make test-long runs both backends
-// and also judges the mean. On a loaded machine the rate may dip for one to
-// two seconds, two to three seconds after the restart, with no error logged
-// and not from slots given up as late: 2 of 22 runs before, 2 of 6 with two
-// busy loops holding both cores (mean 0.79 and 0.86 of the cap against
-// 0.97), while every window bound held. The cause is not found yet.
+// make test runs it on the Redis backend; make test-long adds NATS.
 func TestExactRedisKilled(t *testing.T) {
 	for _, backend := range []string{"redis", "nats"} {
 		t.Run(backend, func(t *testing.T) {
@@ -237,10 +230,17 @@ func TestExactRedisKilled(t *testing.T) {
 				long(t)
 			}
 			const rate, jobs = 300.0, 2100
-			c := newClusterWith(t, backend, rate, testredis.Options{AOF: true}, "SLUICE_QUEUE_VISIBILITY_TIMEOUT=3s")
+			// AOF with fsync every second, as the Compose stack runs Redis:
+			// with an fsync per write, the shared disk of a loaded test host
+			// stalled Redis for hundreds of milliseconds at a time, and every
+			// replica with it (fail closed, so the mean dipped).
+			c := newClusterWith(t, backend, rate, testredis.Options{AOF: true, Fsync: "everysec"}, "SLUICE_QUEUE_VISIBILITY_TIMEOUT=3s")
 			testredis.RequireReal(t, c.redis)
 			ids := c.enqueue("kill", "bob", jobs)
-			c.start(4)
+			who := newSenders(c.prov)
+			for i := range 4 {
+				c.startWith(1, []string{"SLUICE_SINK_URL=" + who.sinkURL(t, fmt.Sprintf("r%d", i))})
+			}
 			c.waitDelivered(300, 30*time.Second)
 			c.redis.Kill()
 			killedAt := time.Now()
@@ -261,14 +261,14 @@ func TestExactRedisKilled(t *testing.T) {
 			}
 			t.Logf("arrivals per 250ms from the restart: %v; at the full rate again %s after it (bound %s)",
 				counts, time.Duration(full)*step, reconnectBound)
+			for i := range 4 {
+				r := fmt.Sprintf("r%d", i)
+				t.Logf("  %s: %v", r, countsPer(within(arrivalTimes(who.from(c.prov.Arrivals(), r)), restartAt, time.Time{}), restartAt, step))
+			}
 			if full < 0 || time.Duration(full)*step > reconnectBound {
 				t.Errorf("not at the full rate within %s of the restart: arrivals per 250ms %v", reconnectBound, counts)
 			}
-			judge := checkExact
-			if !isLong() {
-				judge = checkWindows
-			}
-			judge(t, c, rate, ids, span{killedAt, restartAt.Add(reconnectBound).Add(settle)})
+			checkExact(t, c, rate, ids, span{killedAt, restartAt.Add(reconnectBound).Add(settle)})
 			p := promiseOf(t, rate, c.env)
 			checkQuiet(t, "Redis killed", times, killedAt, restartAt, p.stopsBy())
 		})

@@ -30,6 +30,12 @@ type Options struct {
 	// AOF turns on the append-only file with fsync on every write, so that a
 	// Kill and Restart keeps every acknowledged write.
 	AOF bool
+	// Fsync is the AOF's appendfsync policy when not "always": "everysec",
+	// as the Compose stack runs it, keeps every acknowledged write through a
+	// Kill too (the kernel holds what Redis wrote before it replied) without
+	// an fsync per write, which on a busy shared disk stalls the server for
+	// hundreds of milliseconds at a time.
+	Fsync string
 	// Cluster starts the server as a one-node Redis Cluster owning every
 	// slot, so that tests can run a cluster client against it.
 	Cluster bool
@@ -171,7 +177,11 @@ func (s *Server) start() error {
 	}
 	args = append(args, s.opts.args...)
 	if s.opts.AOF {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+		fsync := s.opts.Fsync
+		if fsync == "" {
+			fsync = "always"
+		}
+		args = append(args, "--appendonly", "yes", "--appendfsync", fsync)
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
