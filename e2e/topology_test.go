@@ -65,7 +65,10 @@ func topologyName() string { return "topo" + fmt.Sprint(time.Now().UnixNano()%1e
 func runFailover(t *testing.T, topo topology, name string, maxDup int, env ...string) {
 	c := newTopologyCluster(t, name, topo, env...)
 	backlog := c.enqueue("backlog", "bob", 2000)
-	c.start(3)
+	who := newSenders(c.prov) // each replica's arrivals named, for a failing window
+	for i := range 3 {
+		c.startWith(1, []string{"SLUICE_SINK_URL=" + who.sinkURL(t, fmt.Sprintf("r%d", i))})
+	}
 	c.waitDelivered(100, 60*time.Second)
 	vip := c.enqueue("vip", "alice", 300)
 	prod := startProducer(t, c, 200)
@@ -143,6 +146,7 @@ func checkTopologyRun(t *testing.T, c *cluster, ids []string, topo topology, vip
 		t.Errorf("%d arrivals in the 100ms from %s (%s after the kill); want at most cap/10 + burst = %d",
 			s.Max100ms, s.At100ms.Format("15:04:05.000"), s.At100ms.Sub(killed).Round(time.Millisecond), p.max100ms())
 		logAround(t, arr, s.At100ms)
+		t.Logf("that window holds, in ms after its start: %s", offsetsText(arr, s.At100ms, 100*time.Millisecond))
 	}
 	checkPrivilegedFirst(t, arr, vips, 3, topo.overtake, p)
 }

@@ -25,22 +25,33 @@ func TestScheduleStartsAfterStateLoss(t *testing.T) {
 }
 
 // A schedule rolled back (a failover to a replica that lagged) never
-// restarts behind a slot the calling replica holds; a hint further ahead
-// than one horizon means the Redis clock went back, and is ignored.
+// restarts behind a slot the calling replica holds; when the caller holds
+// a slot an interval or more past the schedule's next free one, the others
+// may hold slots up to one horizon ahead too, and the schedule restarts
+// after them, as after a loss. A hint further ahead than one horizon means
+// the Redis clock went back, and is ignored.
 func TestScheduleNeverBehindHeldSlots(t *testing.T) {
 	p, m := newTimeline(t, Config{Rate: 100, Horizon: 50 * ms})
 	run(t, p, m, []step{{at: 0, n: 10, granted: 6, first: 0}})
+	setHint := func(at time.Time) {
+		p.mu.Lock()
+		p.hint = at
+		p.mu.Unlock()
+	}
+	// Rolled back by a second: the caller holds 50ms, the schedule says
+	// the next free slot is long past. Restart one horizon after now (20ms).
 	m.HSet(key("timeline"), "tat", us(t0.Add(-time.Second)), "last_now", us(t0.Add(-time.Second)))
-	p.mu.Lock()
-	p.hint = t0.Add(50 * ms) // the last slot this replica holds
-	p.mu.Unlock()
-	run(t, p, m, []step{{at: 20 * ms, n: 10, granted: 2, first: 60 * ms}}) // 60 and 70ms
+	setHint(t0.Add(50 * ms))
+	run(t, p, m, []step{{at: 20 * ms, n: 10, granted: 1, first: 70 * ms}}) // 70ms only: the horizon's end
 
-	p.mu.Lock()
-	p.hint = t0.Add(time.Hour)
-	p.mu.Unlock()
-	m.HSet(key("timeline"), "tat", us(t0), "last_now", us(t0))
-	run(t, p, m, []step{{at: 100 * ms, n: 1, granted: 1, first: 100 * ms}})
+	// Rolled back by less than an interval: behind the caller's slot only.
+	m.HSet(key("timeline"), "tat", us(t0.Add(155*ms)), "last_now", us(t0.Add(120*ms)))
+	setHint(t0.Add(150 * ms))
+	run(t, p, m, []step{{at: 120 * ms, n: 10, granted: 2, first: 160 * ms}}) // 160 and 170ms
+
+	setHint(t0.Add(time.Hour))
+	m.HSet(key("timeline"), "tat", us(t0.Add(300*ms)), "last_now", us(t0.Add(300*ms)))
+	run(t, p, m, []step{{at: 300 * ms, n: 1, granted: 1, first: 300 * ms}})
 }
 
 // Headroom runs the schedule a fraction below the rate.

@@ -126,8 +126,19 @@ else
 end
 -- Never behind a slot the caller holds (the state was rolled back). A held
 -- slot is at most one horizon ahead of now; a hint further ahead means the
--- Redis clock went back, which the last_now check above handles.
-if hint > 0 and hint <= now + horizon and tat < hint + interval then tat = hint + interval end
+-- Redis clock went back, which the last_now check above handles. A held
+-- slot more than one horizon after the state's last call proves that the
+-- call which granted it is missing (the state was rolled back): the other
+-- replicas may then hold slots up to one horizon ahead of now as well, and
+-- the schedule restarts after them, as after a loss.
+local last_now = tonumber(h[2])
+if hint > 0 and hint <= now + horizon then
+  if last_now ~= nil and hint > last_now + horizon then
+    tat = math.max(tat, hint + interval, now + horizon)
+  elseif tat < hint + interval then
+    tat = hint + interval
+  end
+end
 
 local limit = now + horizon
 local function refuse(first, retry)
