@@ -109,7 +109,8 @@ func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
 	return p.TakeAhead(ctx, n, 0)
 }
 
-// TakeAhead is Take, returning up to ahead before the slot comes: for a
+// TakeAhead is Take, returning up to ahead (and at most one interval of
+// the schedule) before the slot comes: for a
 // caller that prepares its request meanwhile and waits for the slot's
 // moment (Hold) right before it writes, so that nothing between the
 // wake-up and the write makes the request late. The caller must not let
@@ -134,7 +135,8 @@ func (p *Pacer) TakeAhead(ctx context.Context, n int, ahead time.Duration) (Slot
 		}
 		last := held[len(held)-1]
 		p.afterClaim(ctx, last.local, now)
-		woke, err := p.waitFor(ctx, last.local.Add(-max(ahead, 0)), now, ahead <= 0)
+		early := p.aheadOf(ahead)
+		woke, err := p.waitFor(ctx, last.local.Add(-early), now, early <= 0)
 		if err != nil {
 			p.giveBack(held)
 			return Slot{}, fmt.Errorf("pacer: wait: %w", err)
@@ -148,6 +150,20 @@ func (p *Pacer) TakeAhead(ctx context.Context, n int, ahead time.Duration) (Slot
 		p.waitNanos.Add(int64(woke.Sub(start)))
 		return s, nil
 	}
+}
+
+// aheadOf bounds how far ahead of its slot TakeAhead returns: at most one
+// interval of the schedule, so that a replica near its ceiling (slots
+// microseconds apart) does not hand over many requests to wait at once;
+// where a cap binds, an interval is milliseconds.
+func (p *Pacer) aheadOf(ahead time.Duration) time.Duration {
+	if ahead <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	iv := p.batch.interval
+	p.mu.Unlock()
+	return min(ahead, iv)
 }
 
 // Hold waits until s comes (its At, on this replica's clock), yielding the

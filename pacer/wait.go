@@ -44,11 +44,19 @@ func (p *Pacer) waitFor(ctx context.Context, t, now time.Time, precise bool) (ti
 		} else if err := ctx.Err(); err != nil {
 			return time.Time{}, err
 		}
-		if rest := min(t.Sub(p.cfg.Clock.Now()), preciseSpan); rest > 0 {
-			threadSleep(rest)
+		rest := min(t.Sub(p.cfg.Clock.Now()), preciseSpan)
+		if rest < spinBelow {
+			return p.spinUntil(ctx, t)
 		}
+		threadSleep(rest)
 		return p.cfg.Clock.Now(), nil
 	}
+	return p.spinUntil(ctx, t)
+}
+
+// spinUntil yields the processor in a loop until t, for a short wait, and
+// returns the time it woke.
+func (p *Pacer) spinUntil(ctx context.Context, t time.Time) (time.Time, error) {
 	for spins := 0; ; spins++ {
 		woke := p.cfg.Clock.Now()
 		if !woke.Before(t) {
