@@ -182,7 +182,6 @@ func exactName(backend string, replicas int, rate float64) string {
 // from, each followed by its sender when its URI names one (senders).
 func offsetsText(arr []mockprovider.Arrival, from time.Time, w time.Duration) string {
 	var b strings.Builder
-	var who senders
 	arr = slices.Clone(arr)
 	slices.SortFunc(arr, func(x, y mockprovider.Arrival) int { return x.At.Compare(y.At) })
 	for _, a := range arr {
@@ -190,7 +189,7 @@ func offsetsText(arr []mockprovider.Arrival, from time.Time, w time.Duration) st
 			continue
 		}
 		fmt.Fprintf(&b, "%.2f", float64(a.At.Sub(from))/float64(time.Millisecond))
-		if r := who.of(a); r != "" {
+		if r := senderOf(a); r != "" {
 			fmt.Fprintf(&b, "(%s)", r)
 		}
 		b.WriteByte(' ')

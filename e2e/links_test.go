@@ -92,8 +92,9 @@ func (s *senders) sinkURL(_ *testing.T, replica string) string {
 	return s.prov.URL() + "?" + url.Values{senderParam: {replica}}.Encode()
 }
 
-// of returns the replica that sent a, empty when unknown.
-func (s *senders) of(a mockprovider.Arrival) string {
+// senderOf returns the replica that sent a, named in its URI by
+// senders.sinkURL; empty when none is.
+func senderOf(a mockprovider.Arrival) string {
 	u, err := url.ParseRequestURI(a.URI)
 	if err != nil {
 		return ""
@@ -105,7 +106,7 @@ func (s *senders) of(a mockprovider.Arrival) string {
 func (s *senders) from(arr []mockprovider.Arrival, replica string) []mockprovider.Arrival {
 	var out []mockprovider.Arrival
 	for _, a := range arr {
-		if s.of(a) == replica {
+		if senderOf(a) == replica {
 			out = append(out, a)
 		}
 	}
@@ -116,7 +117,7 @@ func (s *senders) from(arr []mockprovider.Arrival, replica string) []mockprovide
 func (s *senders) shares(arr []mockprovider.Arrival) map[string]int {
 	out := map[string]int{}
 	for _, a := range arr {
-		out[s.of(a)]++
+		out[senderOf(a)]++
 	}
 	return out
 }

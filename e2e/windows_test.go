@@ -68,7 +68,11 @@ type span struct{ from, to time.Time }
 // overlap). It returns 0 when the run is too short to have a saturated
 // part of one second.
 func meanRate(times []time.Time, quiet ...span) float64 {
-	n, d := meanSpan(times, quiet...)
+	return rateOver(meanSpan(times, quiet...))
+}
+
+// rateOver is n per d, 0 when d is under a second (too short to judge).
+func rateOver(n int, d time.Duration) float64 {
 	if d < time.Second {
 		return 0
 	}
@@ -144,8 +148,9 @@ func statsOf(times []time.Time, quiet ...span) windowStats {
 	s.Max1s, s.At1s = busiest(times, time.Second)
 	s.Max100ms, s.At100ms = busiest(times, 100*time.Millisecond)
 	s.SatFrom, s.SatTo, s.Saturated = saturated(times)
-	s.Mean = meanRate(times, quiet...)
-	_, s.MeanOver = meanSpan(times, quiet...)
+	var n int
+	n, s.MeanOver = meanSpan(times, quiet...)
+	s.Mean = rateOver(n, s.MeanOver)
 	return s
 }
 

@@ -110,10 +110,10 @@ func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
 }
 
 // TakeAhead is Take, returning up to ahead (and at most one interval of
-// the schedule) before the slot comes: for a
-// caller that prepares its request meanwhile and waits for the slot's
-// moment (Hold) right before it writes, so that nothing between the
-// wake-up and the write makes the request late. The caller must not let
+// the schedule) before the slot comes: for a caller that prepares its
+// request meanwhile and waits for the slot's moment (Hold) right before it
+// writes, so that nothing between the wake-up and the write makes the
+// request late. The caller must not let
 // the request leave before the slot's At. A slot already past its deadline
 // when the wait ends is never returned.
 func (p *Pacer) TakeAhead(ctx context.Context, n int, ahead time.Duration) (Slot, error) {
@@ -166,9 +166,9 @@ func (p *Pacer) aheadOf(ahead time.Duration) time.Duration {
 	return min(ahead, iv)
 }
 
-// Hold waits until s comes (its At, on this replica's clock), yielding the
-// processor for the last microseconds rather than arming a timer, and
-// returns ctx's error when ctx ends first. It is the last wait before a
+// Hold waits until s comes (its At, on this replica's clock), sleeping its
+// last 1.2ms on the OS thread rather than on the runtime's timers (see
+// preciseSpan), and returns ctx's error when ctx ends first. It is the last wait before a
 // request taken with TakeAhead is written; the caller then checks the
 // deadline (s.Late) and writes at once.
 func (p *Pacer) Hold(ctx context.Context, s Slot) error {
