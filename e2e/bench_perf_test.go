@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -188,7 +191,7 @@ func perfLatency(t *testing.T, backend string) (l [3]time.Duration) {
 // job (late or unclaimed: a CPU-starved replica forfeits many).
 func perfCeiling(t *testing.T, backend string) (rate float64, cpu time.Duration, allocs float64, forfeits map[string]float64) {
 	t.Run("ceiling-"+backend, func(t *testing.T) {
-		c := newPerfCluster(t, backend, 1e6, "SLUICE_PACER_BURST=1000")
+		c := newPerfCluster(t, backend, 1e6, "SLUICE_PACER_BURST=1000", "SLUICE_METRICS_PPROF=true")
 		if c.list != "" {
 			for i := 0; i < perfCeilingJobs; i += 500 {
 				ids := make([]string, 500)
@@ -205,6 +208,9 @@ func perfCeiling(t *testing.T, backend string) (rate float64, cpu time.Duration,
 		c.run(t)
 		c.waitDelivered(1, 30*time.Second)
 		s0 := c.sample(t)
+		if dir := os.Getenv("SLUICE_BENCH_PROFILE"); dir != "" && c.list == "" {
+			profileReplica(t, c.cluster, filepath.Join(dir, "ceiling-"+backend+".pprof"))
+		}
 		c.waitDelivered(perfCeilingJobs, 3*time.Minute)
 		s1 := c.sample(t)
 		jobs := float64(s1.delivered - s0.delivered)
@@ -224,4 +230,27 @@ func perfCeiling(t *testing.T, backend string) (rate float64, cpu time.Duration,
 		}
 	})
 	return rate, cpu, allocs, forfeits
+}
+
+// profileReplica writes a 2s CPU profile of the first replica to path
+// (SLUICE_BENCH_PROFILE=dir make bench; read it with go tool pprof).
+func profileReplica(t *testing.T, c *cluster, path string) {
+	t.Helper()
+	u, ok := c.allProcs()[0].metricsURL(10 * time.Second)
+	if !ok {
+		t.Fatal("profile: no metrics URL")
+	}
+	resp, err := http.Get(strings.TrimSuffix(u, "/metrics") + "/debug/pprof/profile?seconds=2")
+	if err != nil {
+		t.Fatalf("profile: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("profile: %s: %v", resp.Status, err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CPU profile of %s: %s", c.allProcs()[0].name, path)
 }

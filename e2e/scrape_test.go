@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -198,4 +199,29 @@ func (m metricSet) forfeitText() string {
 		}
 	}
 	return strings.Join(parts, " · ")
+}
+
+// TestPprofOnlyWhenAsked: metrics.pprof serves Go's profiles on the
+// metrics listener; without it /debug/pprof/ is not there.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	c := newCluster(t, "redis", 100)
+	on := c.startWith(1, []string{"SLUICE_METRICS_PPROF=true"})[0]
+	off := c.start(1)[0]
+	for _, tc := range []struct {
+		p    *proc
+		want int
+	}{{on, http.StatusOK}, {off, http.StatusNotFound}} {
+		u, ok := tc.p.metricsURL(30 * time.Second)
+		if !ok {
+			t.Fatalf("%s logged no metrics URL", tc.p.name)
+		}
+		resp, err := http.Get(strings.TrimSuffix(u, "/metrics") + "/debug/pprof/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: GET /debug/pprof/cmdline: %s, want %d", tc.p.name, resp.Status, tc.want)
+		}
+	}
 }

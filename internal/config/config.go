@@ -123,6 +123,11 @@ type Metrics struct {
 	// Listen is the host:port of /metrics, /healthz and /readyz, or "off"
 	// for no listener. Zero means 127.0.0.1:9464.
 	Listen string `yaml:"listen"`
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// the same listener, for finding where a replica's CPU or memory goes.
+	// Off by default: a profile exposes the process's internals, so turn it
+	// on only where the listener is not reachable from outside.
+	Pprof bool `yaml:"pprof"`
 }
 
 // SetDefaults fills the zero fields with their defaults, as Load does:

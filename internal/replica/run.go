@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -109,7 +110,8 @@ func New(p *Parts) (*Replica, error) {
 // Handler serves /metrics, /healthz (the process is up), /readyz (the
 // queue and the pacer's Redis answer, or the replica paces itself locally
 // while Redis is away: see ready) and the operator's console at /console/
-// (and / leads there).
+// (and / leads there); with metrics.pprof, Go's profiles under
+// /debug/pprof/.
 func (r *Replica) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/console/", r.console.Handler())
@@ -136,6 +138,13 @@ func (r *Replica) Handler() http.Handler {
 		}
 		_, _ = w.Write([]byte(body + "\n"))
 	})
+	if r.Config.Metrics.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 
