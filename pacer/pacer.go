@@ -45,6 +45,7 @@ type Pacer struct {
 	batch     batchPolicy
 	clock     *clockMap
 	hint      time.Time // the latest slot granted to this replica (Redis clock)
+	owed      map[string]int // slots TakeFor callers still wait for, by tenant (takefor.go)
 
 	sharers      atomic.Int64              // replicas drawing on the schedule, as Members last saw
 	precisePeers atomic.Int64              // other live replicas with precise clocks (aside.go)
@@ -195,9 +196,7 @@ func (p *Pacer) claim(ctx context.Context, n int, held []slot) ([]slot, time.Tim
 		p.mu.Lock()
 		now := p.cfg.Clock.Now()
 		p.dropExpiredLocked(now)
-		take := min(n-len(held), len(p.buf))
-		held = append(held, p.buf[:take]...)
-		p.buf = p.buf[take:]
+		held = p.takeLocked(held, n)
 		if len(held) == n {
 			p.batch.noteClaim(now)
 			p.mu.Unlock()

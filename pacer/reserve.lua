@@ -18,7 +18,7 @@
 -- KEYS[2] -> the tenants' schedules: sluice:{name}:tenants (tenant -> tat)
 -- KEYS[3] -> the operator's tenant rates: sluice:{name}:tenant_rates
 -- ARGV[10] -> m, how many tenants follow
--- ARGV[11..] -> m triples: tenant, configured rate (0: none), jobs waiting
+-- ARGV[11..] -> m triples: tenant, configured rate (0: none), slots its waiting jobs need
 --
 -- Returns an array of strings:
 --   [1] granted slots (0 when paused, when the schedule is full to the

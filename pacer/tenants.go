@@ -68,10 +68,10 @@ func (t *Tenants) validate(bad func(key, format string, args ...any)) {
 }
 
 // TenantDemand is a tenant whose jobs this replica holds, waiting for
-// slots, and how many.
+// slots, and how many slots they need: a job costs its Cost.
 type TenantDemand struct {
 	Tenant string
-	Jobs   int
+	Slots  int
 }
 
 // maxTenantsPerCall bounds the tenants one reserve call grants slots to:
@@ -110,18 +110,19 @@ func (p *Pacer) tenantArgs() (keys []string, args []any, names []string) {
 	if !p.cfg.Tenants.On() || fp == nil || *fp == nil {
 		return nil, nil, nil
 	}
-	ds := (*fp)()
-	ds = slices.DeleteFunc(ds, func(d TenantDemand) bool { return d.Tenant == "" || d.Jobs < 1 })
+	// The tenants' demand with the slots TakeFor callers still wait for.
+	ds := p.withOwed((*fp)())
+	ds = slices.DeleteFunc(ds, func(d TenantDemand) bool { return d.Tenant == "" || d.Slots < 1 })
 	if len(ds) == 0 {
 		return nil, nil, nil
 	}
 	if len(ds) > maxTenantsPerCall {
-		slices.SortStableFunc(ds, func(a, b TenantDemand) int { return b.Jobs - a.Jobs })
+		slices.SortStableFunc(ds, func(a, b TenantDemand) int { return b.Slots - a.Slots })
 		ds = ds[:maxTenantsPerCall]
 	}
 	args = append(args, len(ds))
 	for _, d := range ds {
-		args = append(args, d.Tenant, p.cfg.Tenants.rate(d.Tenant), d.Jobs)
+		args = append(args, d.Tenant, p.cfg.Tenants.rate(d.Tenant), d.Slots)
 		names = append(names, d.Tenant)
 	}
 	return []string{tenantsKey(p.cfg.Name), tenantRatesKey(p.cfg.Name)}, args, names

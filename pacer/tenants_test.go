@@ -176,3 +176,63 @@ func TestTenantSharedAcrossReplicas(t *testing.T) {
 
 // p2 is the default headroom of cfg.
 func p2(cfg Config) float64 { cfg.SetDefaults(); return cfg.Headroom }
+
+// A job of a limited tenant that costs 3 spends 3 of its tenant's slots
+// (TakeFor), on a real Redis: the slots TakeFor returns, one per job, are
+// at least 3 tenant intervals apart; and while it waits, a caller taking
+// any slot (the engine's slot loop) passes over the tenant's slots.
+func TestTakeForSpendsTenantSlots(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	cfg := Config{Name: "takefor", Rate: 500, Tenants: Tenants{Rates: map[string]float64{"a": 40}}}
+	p := newClientPacer(t, srv, cfg)
+	p.SetTenantDemand(demandOf()) // only what TakeFor owes asks for the tenant's slots
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var (
+		wg     sync.WaitGroup
+		jobs   []time.Time // the slot each cost-3 job went on (Redis clock)
+		stolen int         // tenant slots the other caller got
+		others int
+	)
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			s, err := p.TakeFor(ctx, "a", 3, 0)
+			if err != nil {
+				continue
+			}
+			if s.Tenant != "a" {
+				t.Errorf("TakeFor(a) returned a slot of tenant %q", s.Tenant)
+			}
+			jobs = append(jobs, s.Stamp)
+		}
+	})
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			s, err := p.Take(ctx, 1)
+			if err != nil {
+				continue
+			}
+			others++
+			if s.Tenant == "a" {
+				stolen++
+			}
+		}
+	})
+	wg.Wait()
+	interval := time.Duration(float64(time.Second) / (40 * (1 - p2(cfg))))
+	for i := 1; i < len(jobs); i++ {
+		if gap := jobs[i].Sub(jobs[i-1]); gap < 3*interval-time.Microsecond {
+			t.Errorf("cost-3 jobs %d and %d went on slots %s apart; want at least 3 tenant intervals (%s)", i-1, i, gap, 3*interval)
+		}
+	}
+	// 1.5s at 39.2 tenant slots/s is about 58 slots: 19 jobs of cost 3.
+	if len(jobs) < 5 || len(jobs) > 20 {
+		t.Errorf("%d cost-3 jobs of tenant a in 1.5s; want 5..20 (40 slots/s)", len(jobs))
+	}
+	// A tenant slot left over between two TakeFor calls may go to the
+	// other caller; without passing over them it gets most of them.
+	if stolen > 3 {
+		t.Errorf("the other caller took %d of tenant a's slots; want at most 3", stolen)
+	}
+	t.Logf("tenant a: %d jobs of cost 3; the other caller: %d slots, %d of them tenant a's", len(jobs), others, stolen)
+}

@@ -27,6 +27,10 @@ type TenantLimits interface {
 	SetTenantDemand(f func() []pacer.TenantDemand)
 	// Unused forfeits a slot that no held job was allowed to take.
 	Unused(s pacer.Slot)
+	// TakeFor takes n more slots granted to tenant, for a job of the
+	// tenant that costs more than one, and returns the last, on which the
+	// job is sent (see pacer.Pacer.TakeFor).
+	TakeFor(ctx context.Context, tenant string, n int, ahead time.Duration) (pacer.Slot, error)
 }
 
 var _ TenantLimits = (*pacer.Pacer)(nil)
@@ -46,25 +50,27 @@ func (e *Engine) allowed(j *queue.Job, slot pacer.Slot) bool {
 	return j.User == "" || j.User == slot.Tenant || e.tenants.TenantRate(j.User) == 0
 }
 
-// tenantDemand counts the held jobs per tenant, for the pacer's next call.
+// tenantDemand counts the slots the held jobs need per tenant, for the
+// pacer's next call.
 func (b *laneBuffer) tenantDemand() []pacer.TenantDemand {
 	counts := b.tenantCounts()
 	out := make([]pacer.TenantDemand, 0, len(counts))
 	for t, n := range counts {
-		out = append(out, pacer.TenantDemand{Tenant: t, Jobs: n})
+		out = append(out, pacer.TenantDemand{Tenant: t, Slots: n})
 	}
 	return out
 }
 
-// tenantCounts counts the held jobs per user (jobs without one left out).
+// tenantCounts counts the slots the held jobs cost per user (jobs without
+// one left out): a tenant's limit counts slots, as the cap does.
 func (b *laneBuffer) tenantCounts() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	counts := map[string]int{}
 	for _, l := range b.lanes {
 		for _, h := range l {
-			if u := h.d.Job().User; u != "" {
-				counts[u]++
+			if j := h.d.Job(); j.User != "" {
+				counts[j.User] += max(j.Cost, 1)
 			}
 		}
 	}
@@ -160,7 +166,7 @@ func (e *Engine) deferExcess(ctx context.Context, ds []queue.Delivery) []queue.D
 		}
 		df, ok := d.(queue.Deferrer)
 		if rate <= 0 || !ok || counts[j.User] < e.tenantHold(rate) {
-			counts[j.User]++
+			counts[j.User] += max(j.Cost, 1)
 			keep = append(keep, d)
 			continue
 		}
@@ -196,4 +202,37 @@ func (e *Engine) fetchSize(want, replicas int) int {
 		return want
 	}
 	return min(want, e.cfg.fetchChunk(replicas))
+}
+
+// limited reports whether j's further slots must be its tenant's: j is of
+// a limited tenant and was picked on its tenant's slot.
+func (e *Engine) limited(j *queue.Job, slot pacer.Slot) bool {
+	return e.tenants != nil && j.User != "" && slot.Tenant == j.User
+}
+
+// sendForTenant takes the n further slots a job of a limited tenant costs
+// among its tenant's slots (TakeFor), then sends it on the last, in a
+// goroutine of its own: the tenant's slots come at the tenant's rate, and
+// the slot loop serves the others meanwhile. The job keeps its room in
+// flight and its permit (release) until it is settled. When the slots
+// cannot be had (shutdown, Redis away), the job goes back to the front of
+// its lane.
+func (e *Engine) sendForTenant(ctx, sendCtx context.Context, d queue.Delivery, n int, release func()) {
+	e.sends.Add(1)
+	go func() {
+		defer e.sends.Done()
+		defer func() { <-e.inflight }()
+		defer release()
+		waiting := e.sending.add(d) // kept alive while it waits for its slots
+		slot, err := e.tenants.TakeFor(ctx, d.Job().User, n, e.ahead)
+		waiting()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.backendError("pacer", err)
+			}
+			e.putBack(d)
+			return
+		}
+		e.send(sendCtx, d, slot)
+	}()
 }

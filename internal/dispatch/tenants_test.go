@@ -2,15 +2,19 @@ package dispatch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/sink"
 )
 
 // userJobs makes deliveries of lane's jobs, each "user:id".
@@ -44,6 +48,9 @@ func (s *tenantStub) TenantsOn() bool                             { return true 
 func (s *tenantStub) TenantRate(t string) float64                 { return s.rates[t] }
 func (s *tenantStub) SetTenantDemand(func() []pacer.TenantDemand) {}
 func (s *tenantStub) Unused(pacer.Slot)                           { s.unused++ }
+func (s *tenantStub) TakeFor(context.Context, string, int, time.Duration) (pacer.Slot, error) {
+	return pacer.Slot{}, errors.New("tenantStub: no slots")
+}
 
 // At slot time the job picked is the first, in priority order, that the
 // slot allows: a limited tenant's job only on its tenant's slot, any other
@@ -146,4 +153,74 @@ func TestDeferExcess(t *testing.T) {
 	if want := []time.Duration{100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond}; !slices.Equal(deferred, want) {
 		t.Errorf("deferred with delays %v, want %v (one every 1/20s from the lookahead)", deferred, want)
 	}
+}
+
+// A limited tenant's job that costs 3 spends 3 of its tenant's slots, on a
+// real pacer and Redis: a tenant limited to 20/s sends at most 8 such jobs
+// in any second (20 slots + the 2 before the first job's last), where
+// counting requests it would send 20; and jobs of no limited tenant go out
+// meanwhile, not held up behind the tenant's.
+func TestTenantJobCostsItsTenantSlots(t *testing.T) {
+	rs := testredis.Start(t, testredis.Options{})
+	p, err := pacer.New(rs.Client(), pacer.Config{Name: "tenant-cost", Rate: 200,
+		Tenants: pacer.Tenants{Rates: map[string]float64{"t": 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newMemQueue("default")
+	var (
+		mu   sync.Mutex
+		sent = map[string][]time.Time{}
+	)
+	s := sink.SenderFunc(func(_ context.Context, j *queue.Job) error {
+		mu.Lock()
+		sent[j.User] = append(sent[j.User], time.Now())
+		mu.Unlock()
+		return nil
+	})
+	e, err := New(Config{}, Deps{Queue: q, Pacer: p, Sink: s, Priority: priority.Config{Lanes: []priority.Lane{{Name: "default"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tenantJobs, others = 12, 20
+	for i := range tenantJobs {
+		j := job(fmt.Sprintf("t%d", i), "default", "x")
+		j.User, j.Cost = "t", 3
+		q.Enqueue(context.Background(), j)
+	}
+	for i := range others {
+		q.Enqueue(context.Background(), job(fmt.Sprintf("o%d", i), "default", "x"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	eventually(t, 30*time.Second, "every job settled", func() bool { return q.settledCount() == tenantJobs+others })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ts, os := sent["t"], sent[""]
+	if len(ts) != tenantJobs || len(os) != others {
+		t.Fatalf("sent %d of the tenant's jobs and %d others; want %d and %d", len(ts), len(os), tenantJobs, others)
+	}
+	most := 0
+	for i := range ts {
+		n := 0
+		for _, at := range ts[i:] {
+			if at.Sub(ts[i]) < time.Second {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	if most > 8 {
+		t.Errorf("tenant t: %d jobs of cost 3 in one second; want at most 8 (20 slots/s)", most)
+	}
+	if last := os[len(os)-1]; !last.Before(ts[len(ts)/2]) {
+		t.Errorf("the last job of no tenant went at %s, after half the tenant's (%s): held up behind them",
+			last.Format("15:04:05.000"), ts[len(ts)/2].Format("15:04:05.000"))
+	}
+	t.Logf("tenant t: %d jobs of cost 3 over %s, at most %d in one second", len(ts), ts[len(ts)-1].Sub(ts[0]).Round(time.Millisecond), most)
 }
