@@ -44,7 +44,7 @@ type Pacer struct {
 	refilling chan struct{} // non-nil while one refill runs; closed when done
 	batch     batchPolicy
 	clock     *clockMap
-	hint      time.Time // the latest slot granted to this replica (Redis clock)
+	hint      time.Time      // the latest slot granted to this replica (Redis clock)
 	owed      map[string]int // slots TakeFor callers still wait for, by tenant (takefor.go)
 
 	sharers      atomic.Int64              // replicas drawing on the schedule, as Members last saw
