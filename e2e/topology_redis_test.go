@@ -14,8 +14,9 @@ import (
 	"github.com/sluicehq/sluice/queue/redisq"
 )
 
-// replicationLag is the delay put on the Sentinel replica's link to its
-// master: what it has not received when the master dies is lost.
+// replicationLag is the delay put on a replica's link to its master
+// (Sentinel, and Redis Cluster in the lag test): what it has not received
+// when the master dies is lost.
 const replicationLag = 200 * time.Millisecond
 
 // waitTimeout is redis.min_replicas_timeout in these runs: above the lag,
@@ -148,37 +149,121 @@ func TestTopologySentinel(t *testing.T) {
 // acknowledged to the producer are missing on the new master; with it,
 // none is.
 func TestTopologySentinelLag(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		replicas int
-	}{{"off", 0}, {"on", 1}} {
+	for _, tc := range lagCases {
 		t.Run(tc.name, func(t *testing.T) {
 			topo, g := sentinelTopology(t, tc.replicas)
-			c := newTopologyCluster(t, topologyName(), topo)
-			prod := startProducer(t, c, 200)
-			eventually(t, 30*time.Second, "the producer acknowledged 1s of jobs", func() bool { return prod.count() >= 200 })
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			_, failover := topo.fail(t, ctx, c.name)
-			after := time.Now()
-			eventually(t, 30*time.Second, "the producer acknowledged since the failover", func() bool { return prod.ackedSince(after) })
-			acked, failed := prod.stop()
-			stored := storedIDs(t, ctx, g.Client(), c.name)
-			lost := 0
-			for _, id := range acked {
-				if !stored[id] {
-					lost++
-				}
-			}
-			t.Logf("min_replicas_acked %d, lag %s: %d acknowledged, %d enqueue calls failed (retried), failover %s: %d acknowledged jobs lost",
-				tc.replicas, replicationLag, len(acked), failed, failover.Round(10*time.Millisecond), lost)
-			switch {
-			case tc.replicas == 0 && lost == 0:
-				t.Errorf("no acknowledged job lost without the wait; want some lost to the %s lag (else this test shows nothing)", replicationLag)
-			case tc.replicas > 0 && lost > 0:
-				t.Errorf("%d acknowledged jobs lost with min_replicas_acked %d; want 0", lost, tc.replicas)
-			}
+			runLagLoss(t, topo, g.Client(), tc.replicas)
 		})
+	}
+}
+
+// clusterLagTopology is a 3-master Redis Cluster with a replica each
+// whose nodes announce a replLink in front of them, so that every
+// replica's stream lags replicationLag (clients are not delayed); the
+// master of the queue's slot is lost with its link (cut, then killed) as
+// when its host fails, and comes back without it as a replica of the new
+// master.
+func clusterLagTopology(t *testing.T, minReplicas int) (topology, *testredis.Cluster) {
+	links := map[string]*replLink{} // by the node's own address
+	rc := testredis.StartClusterWith(t, testredis.ClusterOptions{Masters: 3, ReplicasPerMaster: 1,
+		Link: func(node string) string {
+			l := newReplLink(t, node)
+			links[node] = l
+			return l.addr()
+		}})
+	for _, l := range links {
+		l.setLag(replicationLag)
+	}
+	addrs := rc.Addrs()
+	return topology{
+		backend:  "redis",
+		overtake: 300 / 10, // as TestTopologyRedisCluster
+		env: []string{
+			"SLUICE_REDIS_URL=redis://" + addrs[0] + "/0",
+			"SLUICE_REDIS_CLUSTER_ADDRS=" + strings.Join(addrs[1:], ","),
+			"SLUICE_REDIS_MIN_REPLICAS_ACKED=" + strconv.Itoa(minReplicas),
+			"SLUICE_REDIS_MIN_REPLICAS_TIMEOUT=" + waitTimeout.String(),
+		},
+		open: openRedis(rc.Client(), minReplicas),
+		fail: func(t *testing.T, ctx context.Context, name string) (time.Time, time.Duration) {
+			master, err := rc.MasterFor(ctx, laneKey(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := links[master.Addr()]
+			if link == nil || link.replicas() == 0 {
+				t.Fatalf("no replica replicates from %s through its link: the lag is not where the test needs it", master.Addr())
+			}
+			killed := time.Now()
+			link.cut()
+			master.Kill()
+			if _, err := rc.WaitFailover(ctx, laneKey(name), master); err != nil {
+				t.Fatal(err)
+			}
+			takeover := time.Since(killed)
+			// Back from its nodes.conf as a replica of the new master (an
+			// enqueue waiting for a replica needs one), announcing its own
+			// address: its link died with it.
+			master.Restart()
+			if err := rc.WaitOK(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return killed, takeover
+		},
+	}, rc
+}
+
+// TestTopologyRedisClusterLag is TestTopologySentinelLag on a real
+// 3-master Redis Cluster with a replica each: a producer enqueues 200
+// jobs/s with 200ms of replication lag and the master of the queue's
+// slot is killed. Without the wait, jobs acknowledged to the producer are
+// missing on the new master; with it, none is.
+func TestTopologyRedisClusterLag(t *testing.T) {
+	for _, tc := range lagCases {
+		t.Run(tc.name, func(t *testing.T) {
+			topo, rc := clusterLagTopology(t, tc.replicas)
+			runLagLoss(t, topo, rc.Client(), tc.replicas)
+		})
+	}
+}
+
+// lagCases are the lag tests' runs: enqueues not waiting for a replica,
+// then waiting for one.
+var lagCases = []struct {
+	name     string
+	replicas int
+}{{"off", 0}, {"on", 1}}
+
+// runLagLoss runs a producer at 200 jobs/s on topo until it has 1s of
+// jobs acknowledged, loses the master, lets the producer go on until an
+// enqueue is acknowledged by the new master, and counts the acknowledged
+// jobs that rc (a client of the topology) no longer finds: some are
+// wanted without the wait (minReplicas 0), none with it.
+func runLagLoss(t *testing.T, topo topology, rc redis.UniversalClient, minReplicas int) {
+	t.Helper()
+	c := newTopologyCluster(t, topologyName(), topo)
+	prod := startProducer(t, c, 200)
+	eventually(t, 30*time.Second, "the producer acknowledged 1s of jobs", func() bool { return prod.count() >= 200 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, failover := topo.fail(t, ctx, c.name)
+	after := time.Now()
+	eventually(t, 30*time.Second, "the producer acknowledged since the failover", func() bool { return prod.ackedSince(after) })
+	acked, failed := prod.stop()
+	stored := storedIDs(t, ctx, rc, c.name)
+	lost := 0
+	for _, id := range acked {
+		if !stored[id] {
+			lost++
+		}
+	}
+	t.Logf("min_replicas_acked %d, lag %s: %d acknowledged, %d enqueue calls failed (retried), failover %s: %d acknowledged jobs lost",
+		minReplicas, replicationLag, len(acked), failed, failover.Round(10*time.Millisecond), lost)
+	switch {
+	case minReplicas == 0 && lost == 0:
+		t.Errorf("no acknowledged job lost without the wait; want some lost to the %s lag (else this test shows nothing)", replicationLag)
+	case minReplicas > 0 && lost > 0:
+		t.Errorf("%d acknowledged jobs lost with min_replicas_acked %d; want 0", lost, minReplicas)
 	}
 }
 

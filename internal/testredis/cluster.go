@@ -23,6 +23,27 @@ const clusterNodeTimeout = time.Second
 type Cluster struct {
 	t     testing.TB
 	Nodes []*Server
+	// announced[i] is the address Nodes[i] announced when the cluster
+	// formed (ClusterOptions.Link), or its own.
+	announced []string
+}
+
+// ClusterOptions say how StartClusterWith starts a cluster.
+type ClusterOptions struct {
+	// Masters is how many masters hold the slots: at least 3.
+	Masters int
+	// ReplicasPerMaster is how many replicas each master has.
+	ReplicasPerMaster int
+	// Link, when set, is given each node's address before the cluster
+	// forms and returns a 127.0.0.1 address in front of it (a proxy) that
+	// the node then announces as its own (CONFIG SET
+	// cluster-announce-port): clients redirected to the node, and the
+	// node's replicas, which replicate from the address the cluster
+	// gossips, go through it, so that it can slow or cut replication.
+	// The cluster bus stays direct. The setting is not kept across
+	// Restart: a node brought back announces its own address again, as a
+	// host that failed with its link comes back without it.
+	Link func(nodeAddr string) string
 }
 
 // StartCluster starts masters × (1 + replicasPerMaster) redis-server
@@ -33,30 +54,122 @@ type Cluster struct {
 // replica about a second later (cluster-node-timeout 1s).
 func StartCluster(t testing.TB, masters, replicasPerMaster int) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, ClusterOptions{Masters: masters, ReplicasPerMaster: replicasPerMaster})
+}
+
+// StartClusterWith is StartCluster with options. With a Link it also
+// waits until every replica replicates through its master's link.
+func StartClusterWith(t testing.TB, opts ClusterOptions) *Cluster {
+	t.Helper()
 	requireBinaries(t, "redis-server", "redis-cli")
-	if masters < 3 {
-		t.Fatalf("testredis: a Redis Cluster needs at least 3 masters, got %d", masters)
+	if opts.Masters < 3 {
+		t.Fatalf("testredis: a Redis Cluster needs at least 3 masters, got %d", opts.Masters)
 	}
 	c := &Cluster{t: t}
 	args := []string{"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
 		"--cluster-replica-validity-factor", "0", "--cluster-allow-replica-migration", "no"}
-	for range masters * (1 + replicasPerMaster) {
+	for range opts.Masters * (1 + opts.ReplicasPerMaster) {
 		c.Nodes = append(c.Nodes, Start(t, Options{clusterNode: true, args: args}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	for _, n := range c.Nodes {
+		addr := n.Addr()
+		if opts.Link != nil {
+			var err error
+			if addr, err = n.announce(ctx, opts.Link(addr)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.announced = append(c.announced, addr)
+	}
 	create := []string{"--cluster", "create"}
 	for _, n := range c.Nodes {
 		create = append(create, n.Addr())
 	}
-	create = append(create, "--cluster-replicas", strconv.Itoa(replicasPerMaster), "--cluster-yes")
+	create = append(create, "--cluster-replicas", strconv.Itoa(opts.ReplicasPerMaster), "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, "redis-cli", create...).CombinedOutput(); err != nil {
 		t.Fatalf("testredis: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	if err := c.WaitOK(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if opts.Link != nil {
+		if err := c.waitLinked(ctx, opts.Masters*opts.ReplicasPerMaster); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return c
+}
+
+// announce makes the node announce link (host:port on 127.0.0.1) as its
+// address to the cluster, and returns link.
+func (s *Server) announce(ctx context.Context, link string) (string, error) {
+	host, port, err := net.SplitHostPort(link)
+	if err != nil || host != "127.0.0.1" {
+		return "", fmt.Errorf("testredis: link %q of %s: want 127.0.0.1:port (%v)", link, s.Addr(), err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer rc.Close()
+	if err := rc.ConfigSet(ctx, "cluster-announce-port", port).Err(); err != nil {
+		return "", fmt.Errorf("testredis: %s: announce %s: %w", s.Addr(), link, err)
+	}
+	return link, nil
+}
+
+// waitLinked waits until each of the cluster's replicas replicates, link
+// up, from the address its master announced: a replica is first told the
+// address its master was met at, and the announced one with the master's
+// next ping.
+func (c *Cluster) waitLinked(ctx context.Context, replicas int) error {
+	announced := map[string]bool{}
+	for _, a := range c.announced {
+		announced[a] = true
+	}
+	for {
+		linked, why := 0, fmt.Sprintf("fewer than %d replicas", replicas)
+		for _, n := range c.Nodes {
+			from, up, err := n.replicaOf(ctx)
+			switch {
+			case err != nil:
+				why = err.Error()
+			case from == "": // a master
+			case announced[from] && up:
+				linked++
+			default:
+				why = fmt.Sprintf("%s replicates from %s (link up: %t), not yet through a link", n.Addr(), from, up)
+			}
+		}
+		if linked == replicas {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testredis: replicas not linked: %s: %w", why, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// replicaOf returns the master address a replica replicates from and
+// whether its link is up; "" for a master.
+func (s *Server) replicaOf(ctx context.Context) (string, bool, error) {
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rc.Close()
+	info, err := rc.Info(ctx, "replication").Result()
+	if err != nil {
+		return "", false, fmt.Errorf("testredis: %s: info replication: %w", s.Addr(), err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	if fields["role"] != "slave" {
+		return "", false, nil
+	}
+	return net.JoinHostPort(fields["master_host"], fields["master_port"]), fields["master_link_status"] == "up", nil
 }
 
 // Addrs returns every node's host:port.
@@ -166,8 +279,8 @@ func (c *Cluster) MasterFor(ctx context.Context, key string) (*Server, error) {
 		}
 		addr = a
 	}
-	for _, n := range c.Nodes {
-		if n.Addr() == addr {
+	for i, n := range c.Nodes {
+		if n.Addr() == addr || c.announced[i] == addr {
 			return n, nil
 		}
 	}
