@@ -161,11 +161,17 @@ func (c *cluster) openQueue(consumer string) queue.Queue {
 // into the queue, ids prefix-0..n-1, and returns the ids.
 func (c *cluster) enqueue(prefix, user string, n int) []string {
 	c.t.Helper()
+	return c.enqueueCost(prefix, user, n, 1)
+}
+
+// enqueueCost is enqueue with jobs that cost cost slots each.
+func (c *cluster) enqueueCost(prefix, user string, n, cost int) []string {
+	c.t.Helper()
 	jobs := make([]*queue.Job, n)
 	ids := make([]string, n)
 	for i := range jobs {
 		ids[i] = fmt.Sprintf("%s-%05d", prefix, i)
-		jobs[i] = &queue.Job{ID: ids[i], User: user, Payload: json.RawMessage(fmt.Sprintf(`{"to":"+1555%07d","text":"hi"}`, i))}
+		jobs[i] = &queue.Job{ID: ids[i], User: user, Cost: cost, Payload: json.RawMessage(fmt.Sprintf(`{"to":"+1555%07d","text":"hi"}`, i))}
 		jobs[i].Lane = c.prio.Route(jobs[i])
 	}
 	for len(jobs) > 0 {

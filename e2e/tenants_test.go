@@ -15,9 +15,10 @@ import (
 )
 
 // Tenant limits: three tenants limited to 50/s each under a global 300/s.
-// One floods 5,000 jobs at once; the other two send 20/s each. The flooder
-// gets at most 50 requests in any 1s at the provider, and still about its
-// rate; the others' jobs are not held up behind the flood (their latency,
+// One floods 5,000 jobs at once, each of cost 2 (an SMS of two segments);
+// the other two send 20/s each. A tenant's limit counts slots, as the cap
+// does: the flooder gets at most 25 requests (50 slots) in any 1s at the
+// provider, and still about its rate; the others' jobs are not held up behind the flood (their latency,
 // enqueue → arrival, stays near what it is without the flooder); the global
 // cap holds. On both backends, with three replicas.
 func TestTenantLimits(t *testing.T) {
@@ -44,12 +45,14 @@ func TestTenantLimits(t *testing.T) {
 }
 
 const (
-	tenantCap    = 300.0
-	tenantRate   = 50.0
-	tenantSlack  = 500 * time.Millisecond // what the flood may add to the others' p99
-	tenantSteady = 20                     // jobs/s of each of the steady tenants
-	tenantFlood  = 5000
-	tenantFor    = 8 * time.Second // how long the steady tenants send
+	tenantCap      = 300.0
+	tenantRate     = 50.0
+	tenantSlack    = 500 * time.Millisecond // what the flood may add to the others' p99
+	tenantSteady   = 20                     // jobs/s of each of the steady tenants
+	tenantFlood    = 5000
+	floodCost      = 2 // slots each of the flooder's jobs costs
+	tenantReplicas = 3
+	tenantFor      = 8 * time.Second // how long the steady tenants send
 )
 
 // tenantResult is one run: arrivals by tenant, and latencies.
@@ -83,9 +86,9 @@ func tenantRun(t *testing.T, backend string, flood bool) tenantResult {
 	t.Run(fmt.Sprintf("flood=%v", flood), func(t *testing.T) {
 		c := newCluster(t, backend, tenantCap, fmt.Sprintf("SLUICE_PACER_TENANTS_DEFAULT_RATE=%g", tenantRate))
 		if flood {
-			c.enqueue("flood", "flood", tenantFlood)
+			c.enqueueCost("flood", "flood", tenantFlood, floodCost)
 		}
-		c.start(3)
+		c.start(tenantReplicas)
 		if flood { // the flood is under way
 			eventually(t, 30*time.Second, "the flood reaching the provider", func() bool { return c.delivered() >= 50 })
 		}
@@ -105,26 +108,35 @@ func tenantRun(t *testing.T, backend string, flood bool) tenantResult {
 			t.Errorf("global cap: busiest 1s %d from %s, 100ms %d from %s; want at most %d and %d",
 				n1s, at1s.Format("15:04:05.000"), n100, at100.Format("15:04:05.000"), p.max1s(), p.max100ms())
 		}
-		tenantBound := int(tenantRate) + 1 // rate × 1s + 1, as for the cluster
 		for who, ts := range res.times {
+			// In slots, as the cap: rate × W + one job's cost (the slots
+			// a job spends before the one it goes on).
+			cost := 1
+			if who == "flood" {
+				cost = floodCost
+			}
 			n, at := busiest(ts, time.Second)
 			n100, _ := busiest(ts, 100*time.Millisecond)
-			t.Logf("tenant %s: %d arrivals; busiest 1s %d, busiest 100ms %d", who, len(ts), n, n100)
-			if n > tenantBound {
-				t.Errorf("tenant %s: %d arrivals in the 1s from %s; want at most its rate + 1 = %d", who, n, at.Format("15:04:05.000"), tenantBound)
+			t.Logf("tenant %s: %d arrivals of cost %d; busiest 1s %d, busiest 100ms %d", who, len(ts), cost, n, n100)
+			if lim := (int(tenantRate) + cost) / cost; n > lim {
+				t.Errorf("tenant %s: %d arrivals of cost %d in the 1s from %s; want at most %d (its rate + one job, in slots)",
+					who, n, cost, at.Format("15:04:05.000"), lim)
 			}
-			if lim := int(tenantRate/10) + 1; n100 > lim {
-				t.Errorf("tenant %s: %d arrivals in one 100ms; want at most %d", who, n100, lim)
+			// Over 100ms, the jobs whose earlier slots fell before the
+			// window: one per replica waiting for its tenant's slots.
+			if lim := (int(tenantRate/10) + 1 + (cost-1)*tenantReplicas) / cost; n100 > lim {
+				t.Errorf("tenant %s: %d arrivals of cost %d in one 100ms; want at most %d", who, n100, cost, lim)
 			}
 		}
 		if flood {
-			// Over the steady tenants' run the flooder got about its rate:
-			// the limit does not starve it (98% of 50/s with headroom).
+			// Over the steady tenants' run the flooder got about its rate
+			// in slots: the limit does not starve it (98% of 50/s with
+			// headroom).
 			start, stop := end.Add(-tenantFor), end
-			got := float64(len(within(res.times["flood"], start, stop))) / stop.Sub(start).Seconds()
-			t.Logf("flooder: %.1f/s while the others sent", got)
+			got := float64(floodCost*len(within(res.times["flood"], start, stop))) / stop.Sub(start).Seconds()
+			t.Logf("flooder: %.1f slots/s while the others sent", got)
 			if got < 0.7*tenantRate {
-				t.Errorf("flooder: %.1f/s while the others sent; want at least 70%% of its rate %g/s", got, tenantRate)
+				t.Errorf("flooder: %.1f slots/s while the others sent; want at least 70%% of its rate %g/s", got, tenantRate)
 			}
 		}
 		if m, err := scrapeAll(c); err == nil {
