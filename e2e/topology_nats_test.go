@@ -14,26 +14,33 @@ import (
 )
 
 // TestTopologyNATSCluster: the queue on a 3-node JetStream cluster with
-// nats.replicas 3 (the pacer on its own Redis); the stream's leader is
-// shut down mid-run and stays down (two of three keep the quorum).
+// nats.replicas 3 (the pacer on its own Redis); the stream's leader, a
+// nats-server process, is killed with SIGKILL mid-run and stays down (two
+// of three keep the quorum).
 func TestTopologyNATSCluster(t *testing.T) {
 	runFailover(t, natsTopology(t, false), topologyName(), int(topologyRate))
 }
 
-// TestTopologyNATSClusterRejoin is TestTopologyNATSCluster with the shut
-// down leader started again at once, as a restarting pod would. Seen
+// TestTopologyNATSClusterRejoin is TestTopologyNATSCluster with the
+// killed leader started again at once, as a restarting pod would. Seen
 // here: the queue may stall for seconds up to the visibility timeout
-// (30s) after the server rejoins, with nothing lost.
+// (30s) after the server rejoins, with nothing lost. In the one stall
+// traced (1 run in 8), lane_default's consumer, led by a node that was not
+// killed, held 2 messages ack-pending that no dispatcher held, with every
+// dispatcher's pull waiting, until they came back 30s after the kill (the
+// consumer's AckWait) with 1 duplicate: a delivery and an ack in flight
+// through the killed server, lost with it.
 func TestTopologyNATSClusterRejoin(t *testing.T) {
 	long(t)
 	topo := natsTopology(t, true)
 	runFailover(t, topo, topologyName(), int(topologyRate))
 }
 
-// natsTopology is a 3-node JetStream cluster whose stream leader is shut
-// down, and with rejoin started again once another leads.
+// natsTopology is a 3-node JetStream cluster of nats-server processes
+// whose stream leader is killed (kill -9), and with rejoin started again,
+// on its store, once another leads.
 func natsTopology(t *testing.T, rejoin bool) topology {
-	nc := testnats.StartCluster(t, 3)
+	nc := testnats.StartProcCluster(t, 3)
 	pacer := testredis.Start(t, testredis.Options{})
 	return topology{
 		backend: "nats",
@@ -70,7 +77,7 @@ func natsTopology(t *testing.T, rejoin bool) topology {
 				t.Fatalf("no leader of %s", stream)
 			}
 			killed := time.Now()
-			leader.Shutdown()
+			leader.Kill()
 			eventually(t, 30*time.Second, "a new leader of "+stream, func() bool {
 				l := nc.StreamLeader(stream)
 				return l != nil && l != leader
