@@ -2,12 +2,29 @@ package dispatch
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/queue"
 )
 
-// maxAckBatch is the most acks sent in one batch.
-const maxAckBatch = 256
+const (
+	// maxAckBatch is the most acks sent in one batch.
+	maxAckBatch = 256
+	// ackBatchesInFlight bounds the batches of acks open at once: a batch
+	// whose confirmation is lost (its server died) holds up only itself.
+	ackBatchesInFlight = 4
+	// ackTimeout bounds one attempt of a batch: how long its confirmations
+	// are waited for.
+	ackTimeout = 2 * time.Second
+	// ackRetryFor is how long an ack that failed for a reason that may
+	// pass (the backend unreachable, a failover under way, a confirmation
+	// lost with the server that was to send it) is sent again: longer than
+	// a Redis or NATS failover takes, well within the visibility timeout,
+	// after which the job would be delivered again.
+	ackRetryFor = 15 * time.Second
+)
 
 // ack acknowledges a delivered job: through the ack loop when the queue
 // acks in batches, else at once.
@@ -20,13 +37,16 @@ func (e *Engine) ack(ctx context.Context, d queue.Delivery) {
 }
 
 // ackLoop sends the acks queued on e.acks in batches until the channel is
-// closed and drained. It waits for nothing: a batch is whatever queued up
-// while the previous one was sent, so a lone ack goes at once and acks
-// under load share round trips.
+// closed and drained, and returns when every batch is settled. It waits
+// for nothing: a batch is whatever queued up while the previous one was
+// sent, so a lone ack goes at once and acks under load share round trips.
+// Up to ackBatchesInFlight batches are open at once.
 func (e *Engine) ackLoop(ba queue.BatchAcker) {
-	batch := make([]queue.Delivery, 0, maxAckBatch)
+	sem := make(chan struct{}, ackBatchesInFlight)
+	var wg sync.WaitGroup
 	for d := range e.acks {
-		batch = append(batch[:0], d)
+		batch := make([]queue.Delivery, 1, min(maxAckBatch, 1+len(e.acks)))
+		batch[0] = d
 	fill:
 		for len(batch) < maxAckBatch {
 			select {
@@ -39,11 +59,46 @@ func (e *Engine) ackLoop(ba queue.BatchAcker) {
 				break fill
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			e.ackBatch(ba, batch)
+		})
+	}
+	wg.Wait()
+}
+
+// ackBatch acks batch, and sends the acks that failed for a reason that
+// may pass again, with backoff, for up to ackRetryFor: a job whose ack is
+// lost in a failover is otherwise delivered twice. An ack the queue
+// refuses as settled (queue.ErrSettled: the job was redelivered, or
+// settled before) is not sent again.
+func (e *Engine) ackBatch(ba queue.BatchAcker, batch []queue.Delivery) {
+	start := time.Now()
+	backoff := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 		errs := ba.AckBatch(ctx, batch)
 		cancel()
+		again := batch[:0:0]
+		var last error
 		for i, err := range errs {
-			e.settled(batch[i].Job(), "ack", err)
+			switch {
+			case err == nil:
+			case errors.Is(err, queue.ErrSettled) || time.Since(start)+backoff > ackRetryFor:
+				e.settled(batch[i].Job(), "ack", err)
+			default:
+				again = append(again, batch[i])
+				last = err
+			}
 		}
+		if len(again) == 0 {
+			return
+		}
+		e.backendError("queue", last)
+		e.log.Warn("dispatch: acks not confirmed; sending them again", "jobs", len(again), "in", backoff, "err", last)
+		time.Sleep(backoff) // the backend is away or failing over: give it time
+		backoff = min(2*backoff, 2*time.Second)
+		batch = again
 	}
 }
