@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,9 +22,66 @@ type lagLink struct {
 
 	mu    sync.Mutex
 	conns []net.Conn
+	pipes []*pipe
 	done  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
+
+	atCut []pipeStats // the pipes as cut left them
+}
+
+// pipe counts what one connection through the link carried downstream:
+// what it read, what it delivered, what it holds and how late.
+type pipe struct {
+	accepted time.Time
+
+	mu      sync.Mutex
+	in, out int64       // bytes read from upstream, written downstream
+	held    []time.Time // when each chunk not yet written was read
+	maxLate time.Duration
+}
+
+// pipeStats is a pipe's counts at one moment.
+type pipeStats struct {
+	Accepted time.Time
+	In, Out  int64
+	// Oldest is when the oldest chunk still held was read; zero when
+	// the pipe holds nothing.
+	Oldest time.Time
+	// MaxLate is the most a chunk was delivered after it was due (the
+	// link's own lateness, beyond the lag).
+	MaxLate time.Duration
+}
+
+func (p *pipe) stats() pipeStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := pipeStats{Accepted: p.accepted, In: p.in, Out: p.out, MaxLate: p.maxLate}
+	if len(p.held) > 0 {
+		st.Oldest = p.held[0]
+	}
+	return st
+}
+
+// stats returns each connection's counts, in the order they were
+// accepted: more than one means the replica reconnected (and resynced).
+func (l *lagLink) stats() []pipeStats {
+	l.mu.Lock()
+	pipes := slices.Clone(l.pipes)
+	l.mu.Unlock()
+	out := make([]pipeStats, len(pipes))
+	for i, p := range pipes {
+		out[i] = p.stats()
+	}
+	return out
+}
+
+// cutStats returns the counts as the first cut left them: what each
+// connection held (In - Out bytes, read since Oldest) was dropped.
+func (l *lagLink) cutStats() []pipeStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.atCut
 }
 
 // newLagLink starts a link on a free loopback port in front of upstream,
@@ -51,6 +109,10 @@ func (l *lagLink) addr() string { return l.ln.Addr().String() }
 // holds, and waits for its goroutines.
 func (l *lagLink) cut() {
 	l.once.Do(func() {
+		atCut := l.stats()
+		l.mu.Lock()
+		l.atCut = atCut
+		l.mu.Unlock()
 		close(l.done)
 		_ = l.ln.Close()
 		l.mu.Lock()
@@ -83,13 +145,15 @@ func (l *lagLink) accept() {
 			return
 		default:
 		}
+		p := &pipe{accepted: time.Now()}
 		l.conns = append(l.conns, down, up)
+		l.pipes = append(l.pipes, p)
 		l.mu.Unlock()
 		chunks := make(chan chunk, 4096)
 		l.wg.Add(3)
 		go func() { defer l.wg.Done(); _, _ = io.Copy(up, down) }()
-		go func() { defer l.wg.Done(); defer close(chunks); l.read(up, chunks) }()
-		go func() { defer l.wg.Done(); l.write(down, chunks) }()
+		go func() { defer l.wg.Done(); defer close(chunks); l.read(up, p, chunks) }()
+		go func() { defer l.wg.Done(); l.write(down, p, chunks) }()
 	}
 }
 
@@ -99,13 +163,18 @@ type chunk struct {
 	due time.Time
 }
 
-func (l *lagLink) read(up net.Conn, out chan<- chunk) {
+func (l *lagLink) read(up net.Conn, p *pipe, out chan<- chunk) {
 	for {
 		b := make([]byte, 32<<10)
 		n, err := up.Read(b)
 		if n > 0 {
+			now := time.Now()
+			p.mu.Lock()
+			p.in += int64(n)
+			p.held = append(p.held, now)
+			p.mu.Unlock()
 			select {
-			case out <- chunk{b[:n], time.Now().Add(time.Duration(l.lag.Load()))}:
+			case out <- chunk{b[:n], now.Add(time.Duration(l.lag.Load()))}:
 			case <-l.done:
 				return
 			}
@@ -116,7 +185,7 @@ func (l *lagLink) read(up net.Conn, out chan<- chunk) {
 	}
 }
 
-func (l *lagLink) write(down net.Conn, in <-chan chunk) {
+func (l *lagLink) write(down net.Conn, p *pipe, in <-chan chunk) {
 	for c := range in {
 		select {
 		case <-time.After(time.Until(c.due)): // the lag itself
@@ -126,5 +195,11 @@ func (l *lagLink) write(down net.Conn, in <-chan chunk) {
 		if _, err := down.Write(c.b); err != nil {
 			return
 		}
+		late := time.Since(c.due)
+		p.mu.Lock()
+		p.out += int64(len(c.b))
+		p.held = p.held[1:]
+		p.maxLate = max(p.maxLate, late)
+		p.mu.Unlock()
 	}
 }

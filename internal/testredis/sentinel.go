@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,18 +30,28 @@ type SentinelOptions struct {
 }
 
 // SentinelGroup is a master, its replica and three sentinels, all real
-// processes owned by a test. A master down for a second is failed over to
-// the replica.
+// processes owned by a test. A master down for sentinelDownAfter is
+// failed over to the replica.
 type SentinelGroup struct {
 	t          testing.TB
 	MasterName string
 	Master     *Server
 	Replica    *Server
 	Sentinels  []*Sentinel
+
+	sentinelLogs []string // each sentinel's log file, in Sentinels' order
 }
 
-// sentinelDownAfter is the sentinels' down-after-milliseconds.
-const sentinelDownAfter = time.Second
+// sentinelDownAfter is the sentinels' down-after-milliseconds. It must
+// stay well above a second, Sentinel's own ping and reconnect period: at
+// +switch-master each sentinel resets its link to the new master, and
+// with 1s the new master was at times marked down about 1s later,
+// before the new link's first PONG, though it was serving clients; two
+// sentinels doing so failed it over again, to the old master just back as
+// its replica, and the writes of the second between it and the clients'
+// switch (about a second) were lost: 330 duplicates instead of 60, and
+// pacer state lost with them (303 in 1s against 301).
+const sentinelDownAfter = 2 * time.Second
 
 // StartSentinelGroup starts the group, waits until the replica is in sync
 // and every sentinel knows the replica and the two other sentinels, and
@@ -66,7 +77,9 @@ func StartSentinelGroup(t testing.TB, opts SentinelOptions) *SentinelGroup {
 			"sentinel failover-timeout %s 10000\n"+
 			"sentinel parallel-syncs %s 1\n",
 			g.MasterName, host, port, g.MasterName, sentinelDownAfter.Milliseconds(), g.MasterName, g.MasterName)
-		g.Sentinels = append(g.Sentinels, startSentinel(t, conf))
+		s, log := startSentinel(t, conf)
+		g.Sentinels = append(g.Sentinels, s)
+		g.sentinelLogs = append(g.sentinelLogs, log)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -182,8 +195,9 @@ func (g *SentinelGroup) known(ctx context.Context, replica *redis.Client) bool {
 }
 
 // startSentinel starts `redis-server sentinel.conf --sentinel` on a free
-// port with conf's lines, stopped when the test ends.
-func startSentinel(t testing.TB, conf string) *Sentinel {
+// port with conf's lines, stopped when the test ends, and returns it and
+// its log file.
+func startSentinel(t testing.TB, conf string) (*Sentinel, string) {
 	t.Helper()
 	var lastErr error
 	for range 5 {
@@ -193,7 +207,8 @@ func startSentinel(t testing.TB, conf string) *Sentinel {
 		}
 		dir := t.TempDir()
 		path := filepath.Join(dir, "sentinel.conf")
-		body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n%s", port, dir, filepath.Join(dir, "sentinel.log"), conf)
+		logfile := filepath.Join(dir, "sentinel.log")
+		body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n%s", port, dir, logfile, conf)
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -211,8 +226,58 @@ func startSentinel(t testing.TB, conf string) *Sentinel {
 			continue
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-		return &Sentinel{Addr: addr}
+		return &Sentinel{Addr: addr}, logfile
 	}
 	t.Fatalf("testredis: start sentinel: %v", lastErr)
-	return nil
+	return nil, ""
+}
+
+// LogLine is a line of the log of one of a group's processes.
+type LogLine struct {
+	At   time.Time // the time Redis stamped it with (ms)
+	Who  string    // "master", "replica" (as started) or "sentinel-<i>"
+	Text string    // the line after its time: level mark and message
+}
+
+// Logs returns the lines the group's processes logged at or after since,
+// in time order: the servers' replication (syncs, lost links, role
+// changes) and the sentinels' events (+sdown, +odown, +elected-leader,
+// +promoted-slave, +switch-master...). The killed and restarted master's
+// lines of both lives are there: it logs to the same file.
+func (g *SentinelGroup) Logs(since time.Time) []LogLine {
+	files := []struct{ who, path string }{
+		{"master", filepath.Join(g.Master.dir, "redis.log")},
+		{"replica", filepath.Join(g.Replica.dir, "redis.log")},
+	}
+	for i, p := range g.sentinelLogs {
+		files = append(files, struct{ who, path string }{fmt.Sprintf("sentinel-%d", i), p})
+	}
+	var out []LogLine
+	for _, f := range files {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if l, ok := parseLogLine(f.who, strings.TrimRight(line, "\n")); ok && !l.At.Before(since) {
+				out = append(out, l)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b LogLine) int { return a.At.Compare(b.At) })
+	return out
+}
+
+// parseLogLine reads a Redis log line, "pid:R 02 Jan 2006 15:04:05.000 *
+// message"; ok is false for any other line (the start-up banner).
+func parseLogLine(who, line string) (LogLine, bool) {
+	f := strings.SplitN(line, " ", 6)
+	if len(f) < 6 || !strings.Contains(f[0], ":") {
+		return LogLine{}, false
+	}
+	at, err := time.ParseInLocation("02 Jan 2006 15:04:05.000", strings.Join(f[1:5], " "), time.Local)
+	if err != nil {
+		return LogLine{}, false
+	}
+	return LogLine{At: at, Who: who, Text: f[5]}, true
 }
