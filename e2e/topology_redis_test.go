@@ -147,15 +147,14 @@ func sentinelTopology(t *testing.T, minReplicas int) (topology, *testredis.Senti
 // is lost mid-run. Duplicates: jobs fetched (and acks sent) in the last
 // 200ms, which the replica never got.
 //
-// It runs in make test-long. With the sentinels' down-after at 1s, about
-// one run in eight left 330–360 duplicates and once 303 arrivals in 1s:
+// With the sentinels' down-after at 1s, about one run in eight left
+// 330–360 duplicates and once 303 arrivals in 1s:
 // the sentinels marked the new master down about 1s after switching to it
 // and failed over a second time (see sentinelDownAfter). The run logs
 // what would explain such a run: the replication state at the kill, the
 // group's log around the failover, when and by whom the duplicates were
 // sent; and it fails on a second failover.
 func TestTopologySentinel(t *testing.T) {
-	long(t)
 	start := time.Now()
 	topo, g := sentinelTopology(t, 1)
 	runSentinelFailover(t, topo, g, start)
@@ -303,52 +302,13 @@ func storedIDs(t *testing.T, ctx context.Context, rc redis.UniversalClient, name
 	return ids
 }
 
-// runSentinelFailover is runFailover on a Sentinel group, which also logs
+// runSentinelFailover is runFailover on a Sentinel group, then logs
 // what would explain a run with more duplicates than the lag explains:
 // the group's log (syncs, lost links, the sentinels' failover) from start
 // on, when the duplicated jobs were first sent and sent again relative to
 // the kill and by which replica, and the dispatchers' warnings.
 func runSentinelFailover(t *testing.T, topo topology, g *testredis.SentinelGroup, start time.Time) {
-	c := newTopologyCluster(t, topologyName(), topo)
-	backlog := c.enqueue("backlog", "bob", 2000)
-	who := newSenders(c.prov)
-	for i := range 3 {
-		c.startWith(1, []string{"SLUICE_SINK_URL=" + who.sinkURL(t, fmt.Sprintf("r%d", i))})
-	}
-	c.waitDelivered(100, 60*time.Second)
-	vip := c.enqueue("vip", "alice", 300)
-	prod := startProducer(t, c, 200)
-	c.waitDelivered(900, 60*time.Second)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	killed, takeover := topo.fail(t, ctx, c.name)
-	t.Logf("failover: a new master/leader %s after the kill; the killed node back as a replica %s after it",
-		takeover.Round(10*time.Millisecond), time.Since(killed).Round(10*time.Millisecond))
-	eventually(t, 30*time.Second, "the producer acknowledged since the failover", func() bool { return prod.ackedSince(killed.Add(time.Second)) })
-	acked, failed := prod.stop()
-	t.Logf("producer: %d jobs acknowledged, %d enqueue calls failed (retried)", len(acked), failed)
-
-	ids := slices.Concat(backlog, vip, acked)
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	got := 0
-	poll := func() bool {
-		for _, a := range c.prov.Arrivals() {
-			if a.Delivered() && want[a.JobID] {
-				want[a.JobID] = false
-				got++
-			}
-		}
-		return got == len(ids)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !poll() && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond) // poll interval
-	}
-	checkTopologyRun(t, c, ids, topo, len(vip), killed, int(topologyRate))
+	c, killed := runFailover(t, topo, topologyName(), int(topologyRate))
 	t.Logf("group log (replication before the kill, everything from 2s before it):\n%s", groupLogText(g, start, killed))
 	if n := switches(g.Logs(killed)); n != 1 {
 		// A second failover (the sentinels once marked a healthy new

@@ -62,7 +62,10 @@ func topologyName() string { return "topo" + fmt.Sprint(time.Now().UnixNano()%1e
 // adding 200 jobs/s, the queue's node killed once 900 jobs are delivered,
 // the producer stopped a second after the failover, every acknowledged
 // job waited for.
-func runFailover(t *testing.T, topo topology, name string, maxDup int, env ...string) {
+//
+// It returns the cluster and when the node was killed, for a caller that
+// reports more.
+func runFailover(t *testing.T, topo topology, name string, maxDup int, env ...string) (*cluster, time.Time) {
 	c := newTopologyCluster(t, name, topo, env...)
 	backlog := c.enqueue("backlog", "bob", 2000)
 	who := newSenders(c.prov) // each replica's arrivals named, for a failing window
@@ -105,6 +108,7 @@ func runFailover(t *testing.T, topo topology, name string, maxDup int, env ...st
 		time.Sleep(200 * time.Millisecond) // poll interval
 	}
 	checkTopologyRun(t, c, ids, topo, len(vip), killed, maxDup)
+	return c, killed
 }
 
 // checkTopologyRun checks and reports a run: lost, duplicates, pause,
