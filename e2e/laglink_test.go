@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"slices"
@@ -15,10 +16,26 @@ import (
 // a replication link whose last writes die with the master's host.
 // (toxiproxy's latency toxic cannot be cut while it holds data: its
 // goroutine then blocks for good.)
+//
+// A link made by newReplLink delays only replication connections: it
+// stands in front of a Redis Cluster node that announces the link as its
+// address (testredis.ClusterOptions.Link), so that its clients and its
+// replicas all connect through it. Why a proxy for every connection
+// rather than one for the replica only: a cluster replica replicates from
+// the address its master announces on the cluster bus (REPLICAOF is
+// refused in cluster mode, and CLUSTER REPLICATE takes a node id, not an
+// address), so the replica can only be sent through a proxy by having the
+// master announce it, and then every client comes through it too. A
+// connection is a replica's once it sends REPLCONF, PSYNC or SYNC among
+// its first commands (a replica's handshake is PING, [AUTH,] REPLCONF
+// listening-port, REPLCONF capa, PSYNC); a client never sends those, so
+// clients pass at once.
 type lagLink struct {
 	ln       net.Listener
 	upstream string
 	lag      atomic.Int64 // nanoseconds
+	onlyRepl bool         // delay replication connections only (newReplLink)
+	repl     atomic.Int64 // replication connections seen, with onlyRepl
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -88,15 +105,71 @@ func (l *lagLink) cutStats() []pipeStats {
 // without lag until setLag, cut when the test ends.
 func newLagLink(t *testing.T, upstream string) *lagLink {
 	t.Helper()
+	return startLagLink(t, upstream, false)
+}
+
+// newReplLink is newLagLink delaying replication connections only.
+func newReplLink(t *testing.T, upstream string) *lagLink {
+	t.Helper()
+	return startLagLink(t, upstream, true)
+}
+
+func startLagLink(t *testing.T, upstream string, onlyRepl bool) *lagLink {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("lag link: listen: %v", err)
 	}
-	l := &lagLink{ln: ln, upstream: upstream, done: make(chan struct{})}
+	l := &lagLink{ln: ln, upstream: upstream, onlyRepl: onlyRepl, done: make(chan struct{})}
 	l.wg.Add(1)
 	go l.accept()
 	t.Cleanup(l.cut)
 	return l
+}
+
+// replicas returns how many replication connections came through a link
+// made by newReplLink.
+func (l *lagLink) replicas() int { return int(l.repl.Load()) }
+
+// replSniff is how much of a connection's first bytes is searched for a
+// replication command.
+const replSniff = 4 << 10
+
+// replCommands are the RESP bulk strings that name a replication
+// command (upper case; the search ignores case).
+var replCommands = [][]byte{[]byte("$8\r\nREPLCONF\r\n"), []byte("$5\r\nPSYNC\r\n"), []byte("$4\r\nSYNC\r\n")}
+
+// forward copies what the client sends upstream, undelayed; with
+// onlyRepl it marks the connection a replica's when its first bytes hold
+// a replication command.
+func (l *lagLink) forward(up, down net.Conn, repl *atomic.Bool) {
+	if !l.onlyRepl {
+		_, _ = io.Copy(up, down)
+		return
+	}
+	var head []byte
+	b := make([]byte, 32<<10)
+	for {
+		n, err := down.Read(b)
+		if n > 0 {
+			if !repl.Load() && len(head) < replSniff {
+				head = append(head, bytes.ToUpper(b[:min(n, replSniff)])...)
+				for _, c := range replCommands {
+					if bytes.Contains(head, c) {
+						repl.Store(true)
+						l.repl.Add(1)
+						break
+					}
+				}
+			}
+			if _, werr := up.Write(b[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // setLag sets the delay of the data read from upstream from now on.
@@ -150,9 +223,10 @@ func (l *lagLink) accept() {
 		l.pipes = append(l.pipes, p)
 		l.mu.Unlock()
 		chunks := make(chan chunk, 4096)
+		var repl atomic.Bool
 		l.wg.Add(3)
-		go func() { defer l.wg.Done(); _, _ = io.Copy(up, down) }()
-		go func() { defer l.wg.Done(); defer close(chunks); l.read(up, p, chunks) }()
+		go func() { defer l.wg.Done(); l.forward(up, down, &repl) }()
+		go func() { defer l.wg.Done(); defer close(chunks); l.read(up, p, chunks, &repl) }()
 		go func() { defer l.wg.Done(); l.write(down, p, chunks) }()
 	}
 }
@@ -163,7 +237,9 @@ type chunk struct {
 	due time.Time
 }
 
-func (l *lagLink) read(up net.Conn, p *pipe, out chan<- chunk) {
+// read takes what upstream sends and stamps when it is due downstream:
+// lag later (with onlyRepl, on a replication connection only).
+func (l *lagLink) read(up net.Conn, p *pipe, out chan<- chunk, repl *atomic.Bool) {
 	for {
 		b := make([]byte, 32<<10)
 		n, err := up.Read(b)
@@ -173,8 +249,12 @@ func (l *lagLink) read(up net.Conn, p *pipe, out chan<- chunk) {
 			p.in += int64(n)
 			p.held = append(p.held, now)
 			p.mu.Unlock()
+			due := now
+			if !l.onlyRepl || repl.Load() {
+				due = now.Add(time.Duration(l.lag.Load()))
+			}
 			select {
-			case out <- chunk{b[:n], now.Add(time.Duration(l.lag.Load()))}:
+			case out <- chunk{b[:n], due}:
 			case <-l.done:
 				return
 			}
@@ -187,10 +267,12 @@ func (l *lagLink) read(up net.Conn, p *pipe, out chan<- chunk) {
 
 func (l *lagLink) write(down net.Conn, p *pipe, in <-chan chunk) {
 	for c := range in {
-		select {
-		case <-time.After(time.Until(c.due)): // the lag itself
-		case <-l.done:
-			return
+		if d := time.Until(c.due); d > 0 {
+			select {
+			case <-time.After(d): // the lag itself
+			case <-l.done:
+				return
+			}
 		}
 		if _, err := down.Write(c.b); err != nil {
 			return

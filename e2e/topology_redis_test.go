@@ -175,13 +175,13 @@ func TestTopologySentinelLag(t *testing.T) {
 }
 
 // clusterLagTopology is a 3-master Redis Cluster with a replica each
-// whose nodes announce a replLink in front of them, so that every
+// whose nodes announce a link from newReplLink in front of them, so that every
 // replica's stream lags replicationLag (clients are not delayed); the
 // master of the queue's slot is lost with its link (cut, then killed) as
 // when its host fails, and comes back without it as a replica of the new
 // master.
 func clusterLagTopology(t *testing.T, minReplicas int) (topology, *testredis.Cluster) {
-	links := map[string]*replLink{} // by the node's own address
+	links := map[string]*lagLink{} // by the node's own address
 	rc := testredis.StartClusterWith(t, testredis.ClusterOptions{Masters: 3, ReplicasPerMaster: 1,
 		Link: func(node string) string {
 			l := newReplLink(t, node)
