@@ -202,40 +202,46 @@ func (p *Pacer) claim(ctx context.Context, n int, held []slot) ([]slot, time.Tim
 			p.mu.Unlock()
 			return held, now, nil
 		}
-		if ch := p.refilling; ch != nil {
-			p.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				p.giveBack(held)
-				return nil, time.Time{}, fmt.Errorf("pacer: wait: %w", ctx.Err())
-			}
-		}
-		if p.unsettledLocked(now) {
-			p.mu.Unlock()
-			if err := p.settleClock(ctx); err != nil {
-				p.giveBack(held)
-				return nil, time.Time{}, fmt.Errorf("pacer: wait: %w", err)
-			}
-			continue
-		}
-		if err := p.asideLocked(now); err != nil {
-			p.mu.Unlock()
-			p.giveBack(held)
-			return nil, time.Time{}, fmt.Errorf("pacer: wait: %w", err)
-		}
-		ch := p.beginRefillLocked()
-		want := p.batch.size(n-len(held), p.sharersNow(), p.uncertainLocked(now))
-		p.mu.Unlock()
-
-		err := p.obtain(ctx, want) // refill, or the local schedule while degraded
-		p.endRefill(ch)
-		if err != nil {
+		if err := p.moreLocked(ctx, now, n-len(held)); err != nil {
 			p.giveBack(held)
 			return nil, time.Time{}, err
 		}
 	}
+}
+
+// moreLocked brings more slots for a caller that needs need more: it waits
+// for the refill under way, or settles the clock map, or refills (from
+// Redis, or the local schedule while degraded). It is called with p.mu
+// held and returns with it released; the caller then looks at the buffer
+// again.
+func (p *Pacer) moreLocked(ctx context.Context, now time.Time, need int) error {
+	if ch := p.refilling; ch != nil {
+		p.mu.Unlock()
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("pacer: wait: %w", ctx.Err())
+		}
+	}
+	if p.unsettledLocked(now) {
+		p.mu.Unlock()
+		if err := p.settleClock(ctx); err != nil {
+			return fmt.Errorf("pacer: wait: %w", err)
+		}
+		return nil
+	}
+	if err := p.asideLocked(now); err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("pacer: wait: %w", err)
+	}
+	ch := p.beginRefillLocked()
+	want := p.batch.size(need, p.sharersNow(), p.uncertainLocked(now))
+	p.mu.Unlock()
+
+	err := p.obtain(ctx, want) // refill, or the local schedule while degraded
+	p.endRefill(ch)
+	return err
 }
 
 // afterClaim notes the claim in the batch policy (whether the caller waits

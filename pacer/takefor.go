@@ -82,36 +82,7 @@ func (p *Pacer) claimFor(ctx context.Context, tenant string, n int, held []slot)
 			p.mu.Unlock()
 			return held, nil
 		}
-		if ch := p.refilling; ch != nil {
-			p.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				p.giveBack(held)
-				return nil, fmt.Errorf("pacer: take for %s: %w", tenant, ctx.Err())
-			}
-		}
-		if p.unsettledLocked(now) {
-			p.mu.Unlock()
-			if err := p.settleClock(ctx); err != nil {
-				p.giveBack(held)
-				return nil, fmt.Errorf("pacer: take for %s: %w", tenant, err)
-			}
-			continue
-		}
-		if err := p.asideLocked(now); err != nil {
-			p.mu.Unlock()
-			p.giveBack(held)
-			return nil, fmt.Errorf("pacer: take for %s: %w", tenant, err)
-		}
-		ch := p.beginRefillLocked()
-		want := p.batch.size(n-len(held), p.sharersNow(), p.uncertainLocked(now))
-		p.mu.Unlock()
-
-		err := p.obtain(ctx, want)
-		p.endRefill(ch)
-		if err != nil {
+		if err := p.moreLocked(ctx, now, n-len(held)); err != nil {
 			p.giveBack(held)
 			return nil, err
 		}
