@@ -118,6 +118,14 @@ func (p *Pacer) Take(ctx context.Context, n int) (Slot, error) {
 // the request leave before the slot's At. A slot already past its deadline
 // when the wait ends is never returned.
 func (p *Pacer) TakeAhead(ctx context.Context, n int, ahead time.Duration) (Slot, error) {
+	return p.take(ctx, "", n, ahead)
+}
+
+// take is TakeAhead, and with a tenant TakeFor: it claims n slots (of
+// tenant's, when given), waits until up to ahead before the last, and
+// returns it; a slot past its deadline when the wait ends is forfeited and
+// n others are claimed.
+func (p *Pacer) take(ctx context.Context, tenant string, n int, ahead time.Duration) (Slot, error) {
 	if n < 1 {
 		return Slot{}, fmt.Errorf("pacer: wait: n must be at least 1, got %d", n)
 	}
@@ -127,7 +135,7 @@ func (p *Pacer) TakeAhead(ctx context.Context, n int, ahead time.Duration) (Slot
 		if err := ctx.Err(); err != nil {
 			return Slot{}, fmt.Errorf("pacer: wait: %w", err)
 		}
-		held, now, err := p.claim(ctx, n, one[:0])
+		held, now, err := p.claim(ctx, tenant, n, one[:0])
 		if err != nil {
 			return Slot{}, err
 		}
@@ -135,7 +143,9 @@ func (p *Pacer) TakeAhead(ctx context.Context, n int, ahead time.Duration) (Slot
 			start = now
 		}
 		last := held[len(held)-1]
-		p.afterClaim(ctx, last.local, now)
+		if tenant == "" { // a tenant's claims come at its rate: they tell the batch policy nothing
+			p.afterClaim(ctx, last.local, now)
+		}
 		early := p.aheadOf(ahead)
 		woke, err := p.waitFor(ctx, last.local.Add(-early), now, early <= 0)
 		if err != nil {
@@ -184,11 +194,13 @@ func (p *Pacer) Hold(ctx context.Context, s Slot) error {
 // the slot is lost, never spent late.
 func (p *Pacer) Forfeit(Slot) { p.late.Add(1) }
 
-// claim takes n slots for the caller, refilling from Redis as needed.
+// claim takes n slots for the caller (granted to tenant, when given),
+// refilling from Redis as needed. A refill that brings tenant none waits
+// one of the tenant's intervals before the next.
 //
 // It appends them to held (empty; its room is used when it suffices) and
 // also returns the time it read when it took the last of them.
-func (p *Pacer) claim(ctx context.Context, n int, held []slot) ([]slot, time.Time, error) {
+func (p *Pacer) claim(ctx context.Context, tenant string, n int, held []slot) ([]slot, time.Time, error) {
 	if cap(held) < n {
 		held = make([]slot, 0, n)
 	}
@@ -196,15 +208,23 @@ func (p *Pacer) claim(ctx context.Context, n int, held []slot) ([]slot, time.Tim
 		p.mu.Lock()
 		now := p.cfg.Clock.Now()
 		p.dropExpiredLocked(now)
-		held = p.takeLocked(held, n)
+		held = p.takeLocked(held, n, tenant)
 		if len(held) == n {
-			p.batch.noteClaim(now)
+			if tenant == "" {
+				p.batch.noteClaim(now)
+			}
 			p.mu.Unlock()
 			return held, now, nil
 		}
 		if err := p.moreLocked(ctx, now, n-len(held)); err != nil {
 			p.giveBack(held)
 			return nil, time.Time{}, err
+		}
+		if tenant != "" && !p.holdsFor(tenant) {
+			if err := p.sleepFor(ctx, p.tenantPoll(tenant)); err != nil {
+				p.giveBack(held)
+				return nil, time.Time{}, fmt.Errorf("pacer: wait: %w", err)
+			}
 		}
 	}
 }

@@ -33,66 +33,7 @@ func (p *Pacer) TakeFor(ctx context.Context, tenant string, n int, ahead time.Du
 	}
 	p.owe(tenant, n)
 	defer p.owe(tenant, -n)
-	var held []slot
-	for {
-		if err := ctx.Err(); err != nil {
-			p.giveBack(held)
-			return Slot{}, fmt.Errorf("pacer: take for %s: %w", tenant, err)
-		}
-		var err error
-		if held, err = p.claimFor(ctx, tenant, n, held); err != nil {
-			return Slot{}, err
-		}
-		last := held[len(held)-1]
-		now := p.cfg.Clock.Now()
-		early := p.aheadOf(ahead)
-		woke, err := p.waitFor(ctx, last.local.Add(-early), now, early <= 0)
-		if err != nil {
-			p.giveBack(held)
-			return Slot{}, fmt.Errorf("pacer: take for %s: %w", tenant, err)
-		}
-		s := Slot{At: last.local, Deadline: last.local.Add(p.cfg.MaxLateness), Stamp: last.stamp, Tenant: tenant}
-		if s.Late(woke) { // never spend it late: the tenant's slots are lost
-			p.late.Add(int64(n))
-			held = held[:0]
-			continue
-		}
-		p.used.Add(int64(n))
-		return s, nil
-	}
-}
-
-// claimFor takes tenant's buffered slots into held until it holds n,
-// refilling from Redis while it has fewer. A refill that brings the
-// tenant none waits one of the tenant's intervals before the next.
-func (p *Pacer) claimFor(ctx context.Context, tenant string, n int, held []slot) ([]slot, error) {
-	for {
-		p.mu.Lock()
-		now := p.cfg.Clock.Now()
-		p.dropExpiredLocked(now)
-		for i := 0; i < len(p.buf) && len(held) < n; {
-			if p.buf[i].tenant != tenant {
-				i++
-				continue
-			}
-			held = append(held, p.buf[i])
-			p.buf = slices.Delete(p.buf, i, i+1)
-		}
-		if len(held) == n {
-			p.mu.Unlock()
-			return held, nil
-		}
-		if err := p.moreLocked(ctx, now, n-len(held)); err != nil {
-			p.giveBack(held)
-			return nil, err
-		}
-		if !p.holdsFor(tenant) {
-			if err := p.sleepFor(ctx, p.tenantPoll(tenant)); err != nil {
-				p.giveBack(held)
-				return nil, fmt.Errorf("pacer: take for %s: %w", tenant, err)
-			}
-		}
-	}
+	return p.take(ctx, tenant, n, ahead)
 }
 
 // owe adds d to the slots TakeFor callers wait for of tenant.
@@ -128,11 +69,11 @@ func (p *Pacer) tenantPoll(tenant string) time.Duration {
 	return max(d, time.Millisecond)
 }
 
-// takeLocked moves buffered slots into held, in order, until it holds n,
-// passing over the slots of tenants whose TakeFor callers wait for them.
-// p.mu must be held.
-func (p *Pacer) takeLocked(held []slot, n int) []slot {
-	if len(p.owed) == 0 {
+// takeLocked moves buffered slots into held, in order, until it holds n:
+// with a tenant, only slots granted to it; without, any slot but those of
+// tenants whose TakeFor callers wait for them. p.mu must be held.
+func (p *Pacer) takeLocked(held []slot, n int, tenant string) []slot {
+	if tenant == "" && len(p.owed) == 0 {
 		take := min(n-len(held), len(p.buf))
 		held = append(held, p.buf[:take]...)
 		p.buf = p.buf[take:]
@@ -140,7 +81,11 @@ func (p *Pacer) takeLocked(held []slot, n int) []slot {
 	}
 	kept := p.buf[:0]
 	for _, s := range p.buf {
-		if len(held) < n && (s.tenant == "" || p.owed[s.tenant] == 0) {
+		mine := p.owed[s.tenant] == 0
+		if tenant != "" {
+			mine = s.tenant == tenant
+		}
+		if len(held) < n && mine {
 			held = append(held, s)
 			continue
 		}

@@ -288,10 +288,12 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			<-e.inflight
 			continue
 		}
-		if cost := d.Job().Cost; cost > 1 && e.limited(d.Job(), slot) {
+		cost := d.Job().Cost
+		if cost > 1 && e.limited(d.Job(), slot) {
 			e.sendForTenant(ctx, sendCtx, d, cost-1, release)
 			continue
-		} else if cost > 1 {
+		}
+		if cost > 1 {
 			if slot, err = e.pacer.TakeAhead(ctx, cost-1, e.ahead); err != nil {
 				e.putBack(d)
 				release()

@@ -221,8 +221,10 @@ func (c *ProcCluster) WaitReady(ctx context.Context) error {
 	}
 }
 
-// waitPlacement waits until a stream of n replicas can be placed (see
-// Cluster.waitPlacement).
+// waitPlacement waits until a stream of n replicas can be placed: a meta
+// leader that is current does not yet know that every peer runs
+// JetStream, and a stream created then fails with "no suitable peers for
+// placement".
 func (c *ProcCluster) waitPlacement(ctx context.Context, n int) error {
 	const probe = "testnats_placement_probe"
 	for {
