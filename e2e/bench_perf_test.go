@@ -34,7 +34,7 @@ func TestBenchTablePerf(t *testing.T) {
 		runtime.GC()
 		f.latency = perfLatency(t, b)
 		runtime.GC()
-		f.ceiling, f.cpuPer1000, f.allocsPerJob, f.forfeits = perfCeiling(t, b)
+		f.ceilingFigures = perfCeiling(t, b)
 		if b != "baseline" {
 			runtime.GC()
 			f.load = perfLoad(t, b)
@@ -47,10 +47,7 @@ func TestBenchTablePerf(t *testing.T) {
 
 // perfFigures are one column of the table.
 type perfFigures struct {
-	ceiling      float64            // jobs/s, no cap
-	cpuPer1000   time.Duration      // CPU of every process per 1,000 jobs at the ceiling
-	allocsPerJob float64            // heap allocations per job in the replicas; <0: not measured
-	forfeits     map[string]float64 // slots forfeited per job at the ceiling, by reason
+	ceilingFigures
 	latency      [3]time.Duration
 	load         loadFigures
 	grants       float64 // pacer grants/s, 4 × 8 callers
@@ -69,11 +66,29 @@ const (
 	perfWorkers     = 32 // the baseline's goroutines
 )
 
+// ceilingFigures are what the ceiling run measures.
+type ceilingFigures struct {
+	ceiling      float64            // jobs/s, no cap
+	cpuPer1000   time.Duration      // CPU of every process per 1,000 jobs at the ceiling
+	cpuSplit     cpuParts           // the same, by process
+	allocsPerJob float64            // heap allocations per job in the replicas; <0: not measured
+	forfeits     map[string]float64 // slots forfeited per job at the ceiling, by reason
+}
+
+// cpuParts is CPU by process: the workers (the dispatchers, or the
+// baseline's goroutines, which run in the test process), redis-server,
+// and the rest of the test process (the provider, the producer, the
+// embedded NATS server).
+type cpuParts struct {
+	workers, redis, rest time.Duration
+}
+
 // perfSample is what the table reads at the start and end of a window.
 type perfSample struct {
 	at        time.Time
 	delivered int
 	cpu       time.Duration
+	parts     cpuParts
 	mallocs   float64
 }
 
@@ -112,17 +127,18 @@ func (c *perfCluster) sample(t *testing.T) perfSample {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pids := []int{rpid, os.Getpid()}
-	for _, p := range c.allProcs() {
-		pids = append(pids, p.cmd.Process.Pid)
-	}
-	for _, pid := range pids {
+	cpu := func(pid int) time.Duration {
 		d, err := cpuOf(pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.cpu += d
+		return d
 	}
+	s.parts.redis, s.parts.rest = cpu(rpid), cpu(os.Getpid())
+	for _, p := range c.allProcs() {
+		s.parts.workers += cpu(p.cmd.Process.Pid)
+	}
+	s.cpu = s.parts.redis + s.parts.rest + s.parts.workers
 	if c.list == "" {
 		if s.mallocs, err = mallocs(c.cluster); err != nil {
 			t.Fatal(err)
@@ -189,7 +205,7 @@ func perfLatency(t *testing.T, backend string) (l [3]time.Duration) {
 // CPU per 1,000 jobs and the replicas' allocations per job, counted from
 // the first delivery to the last, and the slots the replicas forfeited per
 // job (late or unclaimed: a CPU-starved replica forfeits many).
-func perfCeiling(t *testing.T, backend string) (rate float64, cpu time.Duration, allocs float64, forfeits map[string]float64) {
+func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 	t.Run("ceiling-"+backend, func(t *testing.T) {
 		c := newPerfCluster(t, backend, 1e6, "SLUICE_PACER_BURST=1000", "SLUICE_METRICS_PPROF=true")
 		if c.list != "" {
@@ -214,22 +230,25 @@ func perfCeiling(t *testing.T, backend string) (rate float64, cpu time.Duration,
 		c.waitDelivered(perfCeilingJobs, 3*time.Minute)
 		s1 := c.sample(t)
 		jobs := float64(s1.delivered - s0.delivered)
-		rate = c.prov.Report(time.Time{}, time.Time{}).MeanRate
-		cpu = time.Duration(float64(s1.cpu-s0.cpu) / jobs * 1000)
-		allocs = -1
+		per1000 := func(d time.Duration) time.Duration { return time.Duration(float64(d) / jobs * 1000) }
+		f.ceiling = c.prov.Report(time.Time{}, time.Time{}).MeanRate
+		f.cpuPer1000 = per1000(s1.cpu - s0.cpu)
+		f.cpuSplit = cpuParts{workers: per1000(s1.parts.workers - s0.parts.workers),
+			redis: per1000(s1.parts.redis - s0.parts.redis), rest: per1000(s1.parts.rest - s0.parts.rest)}
+		f.allocsPerJob = -1
 		if c.list == "" {
-			allocs = (s1.mallocs - s0.mallocs) / jobs
+			f.allocsPerJob = (s1.mallocs - s0.mallocs) / jobs
 			m, err := scrapeAll(c.cluster)
 			if err != nil {
 				t.Fatal(err)
 			}
-			forfeits = map[string]float64{}
+			f.forfeits = map[string]float64{}
 			for reason, n := range m.forfeited {
-				forfeits[reason] = n / perfCeilingJobs
+				f.forfeits[reason] = n / perfCeilingJobs
 			}
 		}
 	})
-	return rate, cpu, allocs, forfeits
+	return f
 }
 
 // profileReplica writes a 2s CPU profile of the first replica to path

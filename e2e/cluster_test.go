@@ -45,10 +45,10 @@ func TestMain(m *testing.M) {
 	// back and stamp them together, a bunch the dispatchers never sent;
 	// collect less often (the arrivals are small).
 	debug.SetGCPercent(400)
-	// Built as the image builds it (-tags production: no demo linked in).
-	cmd := exec.Command("go", "build", "-tags", "production", "-o", dir+string(os.PathSeparator), "github.com/sluicehq/sluice/cmd/dispatcher")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
+	// Built as the image builds it (-tags production: no demo linked in),
+	// or SLUICE_E2E_DISPATCHER, a dispatcher built before (to compare two
+	// builds with the same tests: make bench-ab).
+	if err := dispatcherBinary(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)
 		os.Exit(1)
 	}
@@ -61,6 +61,21 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// dispatcherBinary puts the dispatcher into dir: SLUICE_E2E_DISPATCHER's
+// copy when set, else one built from this tree.
+func dispatcherBinary(dir string) error {
+	if src := os.Getenv("SLUICE_E2E_DISPATCHER"); src != "" {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "dispatcher"), b, 0o755)
+	}
+	cmd := exec.Command("go", "build", "-tags", "production", "-o", dir+string(os.PathSeparator), "github.com/sluicehq/sluice/cmd/dispatcher")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
 }
 
 // cluster is a queue on a real backend, a provider and dispatcher processes.

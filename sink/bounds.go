@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -29,6 +30,7 @@ type Bounds struct {
 	encoding  Encoding
 	rawType   string   // sink.content_type
 	static    []string // canonical names of sink.headers
+	plain     target   // the request of a job that chooses nothing of it
 }
 
 // NewBounds returns the bounds of cfg. It applies SetDefaults to a copy
@@ -47,6 +49,11 @@ func NewBounds(cfg HTTPConfig) (*Bounds, error) {
 	for name := range cfg.Headers {
 		b.static = append(b.static, http.CanonicalHeaderKey(name))
 	}
+	plain, err := b.build(&queue.Request{})
+	if err != nil {
+		return nil, fmt.Errorf("sink: bounds: %w", err)
+	}
+	b.plain = plain
 	return b, nil
 }
 
@@ -69,15 +76,40 @@ type target struct {
 	own      bool // to sink.url's host
 }
 
-// target builds the request j asks for within the bounds.
+// target builds the request j asks for within the bounds. A job that
+// chooses nothing of its request (most jobs) gets the one built when the
+// bounds were made, whose header the caller must not change.
 func (b *Bounds) target(j *queue.Job) (target, error) {
+	if j.Request == nil {
+		if err := b.checkPayload(j, b.plain.method); err != nil {
+			return target{}, err
+		}
+		return b.plain, nil
+	}
+	t, err := b.build(j.Request)
+	if err := errors.Join(err, b.checkPayload(j, cmp.Or(j.Request.Method, b.method))); err != nil {
+		return target{}, err
+	}
+	return t, nil
+}
+
+// checkPayload reports a payload the form encoding cannot carry in a
+// request with method.
+func (b *Bounds) checkPayload(j *queue.Job, method string) error {
+	if b.encoding == EncodingForm && hasBody(method) {
+		if _, err := formBody(j.Payload); err != nil {
+			return &queue.FieldError{Field: "payload", Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
+// build builds the request r asks for within the bounds, all but the
+// payload's check.
+func (b *Bounds) build(r *queue.Request) (target, error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &queue.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
-	}
-	r := j.Request
-	if r == nil {
-		r = &queue.Request{}
 	}
 	t := target{method: b.method, own: true, header: http.Header{}}
 	if r.Method != "" {
@@ -130,11 +162,6 @@ func (b *Bounds) target(j *queue.Job) (target, error) {
 	}
 	if r.ContentType != "" && b.encoding != EncodingRaw {
 		bad("request.content_type", "only with sink.encoding raw (the sink's encoding is %s)", b.encoding)
-	}
-	if b.encoding == EncodingForm && hasBody(t.method) {
-		if _, err := formBody(j.Payload); err != nil {
-			bad("payload", "%v", err)
-		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return target{}, err

@@ -82,6 +82,8 @@ type Engine struct {
 
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
+	senders  chan sendTask // to an idle sender (senders.go)
+	quit     chan struct{} // closed when Run ends: idle senders exit
 	open     atomic.Int64        // requests open to the provider
 	sending  openRequests        // their deliveries, kept alive with the buffer's
 	latency  atomic.Int64        // moving average of the provider's answer time, nanoseconds
@@ -159,6 +161,8 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		buf:     newLaneBuffer(names, sched),
 		metrics: deps.Metrics, log: deps.Log,
 		inflight: make(chan struct{}, cfg.MaxInFlight),
+		senders:  make(chan sendTask),
+		quit:     make(chan struct{}),
 		health:   map[string]error{},
 		deferSem: make(chan struct{}, maxDefersInFlight),
 	}
@@ -207,6 +211,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// ShutdownTimeout before cancelling.
 	sendCtx, cancelSends := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSends()
+	defer close(e.quit)
 	e.slotLoop(ctx, sendCtx)
 
 	e.log.Info("dispatch: shutting down", "in_flight", e.open.Load())
@@ -302,19 +307,14 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			}
 		}
 		e.metrics.slotWait(e.cfg.Now().Sub(start))
-		e.sends.Add(1)
-		go func() {
-			defer e.sends.Done()
-			defer func() { <-e.inflight }()
-			defer release()
-			e.send(sendCtx, d, slot)
-		}()
-		// Let the send start before the next slot is taken: a new
-		// goroutine waits in its processor's queue while this one runs on,
-		// and on a busy host a replica that claims slots already due (a
-		// backlog below the cap) would queue sends behind each other until
-		// they left past their deadline, each forfeit sending its job round
-		// again (3 late forfeits per delivered job at the ceiling before).
+		e.startSend(sendTask{ctx: sendCtx, d: d, slot: slot, release: release})
+		// Let the send start before the next slot is taken: the sender
+		// handed the task waits in its processor's queue while this
+		// goroutine runs on, and on a busy host a replica that claims
+		// slots already due (a backlog below the cap) would queue sends
+		// behind each other until they left past their deadline, each
+		// forfeit sending its job round again (3 late forfeits per
+		// delivered job at the ceiling before).
 		runtime.Gosched()
 	}
 }
