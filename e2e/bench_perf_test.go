@@ -48,9 +48,9 @@ func TestBenchTablePerf(t *testing.T) {
 // perfFigures are one column of the table.
 type perfFigures struct {
 	ceilingFigures
-	latency      [3]time.Duration
-	load         loadFigures
-	grants       float64 // pacer grants/s, 4 × 8 callers
+	latency [3]time.Duration
+	load    loadFigures
+	grants  float64 // pacer grants/s, 4 × 8 callers
 }
 
 // loadFigures are counted at 5,000/s offered (round trips) and 10,000/s

@@ -82,8 +82,8 @@ type Engine struct {
 
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
-	senders  chan sendTask // to an idle sender (senders.go)
-	quit     chan struct{} // closed when Run ends: idle senders exit
+	senders  chan sendTask       // to an idle sender (senders.go)
+	quit     chan struct{}       // closed when Run ends: idle senders exit
 	open     atomic.Int64        // requests open to the provider
 	sending  openRequests        // their deliveries, kept alive with the buffer's
 	latency  atomic.Int64        // moving average of the provider's answer time, nanoseconds
