@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/sluicehq/sluice/queue"
@@ -50,42 +49,70 @@ func (q *Queue) AckBatch(ctx context.Context, ds []queue.Delivery) []error {
 
 // ackClaimed sends the acks of the n non-nil deliveries of claimed and
 // waits for their confirmations; errs[i] is set for each ack not
-// confirmed.
+// confirmed. The confirmations come on the queue's shared subscription
+// (ackReplies), or after Close on one of the batch's own.
 func (q *Queue) ackClaimed(ctx context.Context, claimed []*delivery, n int, errs []error) {
 	nc := q.js.Conn()
-	inbox := nats.NewInbox()
-	replies := make(chan *nats.Msg, n)
-	sub, err := nc.ChanSubscribe(inbox+".*", replies)
+	replies := make(chan ackConfirm, n)
+	shared, err := q.acks.acquire(nc)
 	if err != nil {
 		fail(claimed, errs, err)
 		return
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	pending := make(map[int]bool, n)
+	var subject func(i int) string
+	if shared {
+		defer q.acks.release()
+		subject = func(i int) string { return q.acks.expect(replies, i) }
+	} else {
+		inbox := nats.NewInbox()
+		sub, err := nc.Subscribe(inbox+".*", func(m *nats.Msg) {
+			if i, ok := token(m.Subject); ok && i < uint64(len(claimed)) {
+				select {
+				case replies <- ackConfirm{i: int(i), msg: m}:
+				default: // a second reply to one ack
+				}
+			}
+		})
+		if err != nil {
+			fail(claimed, errs, err)
+			return
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		subject = func(i int) string { return inbox + "." + strconv.Itoa(i) }
+	}
+	pending := make(map[int]string, n)
 	for i, d := range claimed {
 		if d == nil {
 			continue
 		}
-		if err := nc.PublishRequest(d.msg.Reply(), inbox+"."+strconv.Itoa(i), ackBody); err != nil {
+		reply := subject(i)
+		if err := nc.PublishRequest(d.msg.Reply(), reply, ackBody); err != nil {
 			errs[i] = fmt.Errorf("natsq: ack %s: %w", d.job.ID, err)
+			if shared {
+				q.acks.forget([]string{reply})
+			}
 			continue
 		}
-		pending[i] = true
+		pending[i] = reply
 	}
 	for len(pending) > 0 {
 		select {
-		case m := <-replies:
-			i, err := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
-			if err == nil && pending[i] {
-				delete(pending, i)
-				if m.Header.Get("Status") != "" {
+		case c := <-replies:
+			if _, ok := pending[c.i]; ok {
+				delete(pending, c.i)
+				if c.msg.Header.Get("Status") != "" {
 					// A status reply (no responders) is no confirmation.
-					errs[i] = fmt.Errorf("natsq: ack %s: %w", claimed[i].job.ID, nats.ErrNoResponders)
+					errs[c.i] = fmt.Errorf("natsq: ack %s: %w", claimed[c.i].job.ID, nats.ErrNoResponders)
 				}
 			}
 		case <-ctx.Done():
-			for i := range pending {
+			left := make([]string, 0, len(pending))
+			for i, reply := range pending {
 				errs[i] = fmt.Errorf("natsq: ack %s: %w", claimed[i].job.ID, ctx.Err())
+				left = append(left, reply)
+			}
+			if shared {
+				q.acks.forget(left)
 			}
 			return
 		}

@@ -129,3 +129,49 @@ func processCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestAckBatchSharesOneSubscription: batches of acks share one
+// subscription for the server's confirmations instead of subscribing each
+// time; after Close, acks are still confirmed (on a subscription of their
+// own) and the shared one is gone.
+func TestAckBatchSharesOneSubscription(t *testing.T) {
+	srv := testnats.Start(t)
+	nc := srv.Conn()
+	q, _ := open(t, nc, queue.Config{Name: "ackshare", Lanes: []string{"only"}})
+	const batches, per = 5, 4
+	for i := range batches*per + per {
+		enqueue(t, q, &queue.Job{ID: fmt.Sprint("j", i), Payload: json.RawMessage(`{}`), Lane: "only"})
+	}
+	var ds []queue.Delivery
+	for len(ds) < batches*per+per {
+		ds = append(ds, fetchOne(t, q, "only"))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	before := nc.NumSubscriptions()
+	for b := range batches {
+		for i, err := range q.AckBatch(ctx, ds[b*per:(b+1)*per]) {
+			if err != nil {
+				t.Fatalf("batch %d, ack %d: %v", b, i, err)
+			}
+		}
+	}
+	if got := nc.NumSubscriptions(); got != before+1 {
+		t.Errorf("subscriptions after %d batches: %d, want %d (one shared)", batches, got, before+1)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if natsq.AckSubscribed(q) {
+		t.Error("the shared subscription is still open after Close")
+	}
+	closed := nc.NumSubscriptions()
+	for i, err := range q.AckBatch(ctx, ds[batches*per:]) {
+		if err != nil {
+			t.Errorf("ack %d after Close: %v", i, err)
+		}
+	}
+	if got := nc.NumSubscriptions(); got != closed {
+		t.Errorf("subscriptions after a batch after Close: %d, want %d", got, closed)
+	}
+}

@@ -31,6 +31,8 @@ type Queue struct {
 	mu     sync.Mutex // guards moving and the wg.Add that starts the mover
 	moving bool
 	wg     sync.WaitGroup
+
+	acks ackReplies // confirmations of AckBatch's acks
 }
 
 var _ queue.Queue = (*Queue)(nil)
@@ -209,6 +211,7 @@ func (q *Queue) Close() error {
 	q.cancel()
 	q.mu.Unlock()
 	q.wg.Wait()
+	q.acks.close()
 	return nil
 }
 

@@ -1,0 +1,9 @@
+package natsq
+
+// AckSubscribed reports whether q's shared subscription for ack
+// confirmations is open (for the tests of package natsq_test).
+func AckSubscribed(q *Queue) bool {
+	q.acks.mu.Lock()
+	defer q.acks.mu.Unlock()
+	return q.acks.sub != nil
+}
