@@ -144,6 +144,8 @@ func printPerf(w io.Writer, f map[string]*perfFigures) {
 		return fmt.Sprintf("%s / %.1f / %.1f", w, c.redis.Seconds()*1e3, c.rest.Seconds()*1e3)
 	}
 	row("  of which dispatchers / redis-server / test process", split(b.cpuSplit, false), split(r.cpuSplit, true), split(n.cpuSplit, true), "–", "", "")
+	row("provider connections opened per 1,000 jobs at the ceiling", fmt.Sprintf("%.1f", b.connsPer1000),
+		fmt.Sprintf("%.1f", r.connsPer1000), fmt.Sprintf("%.1f", n.connsPer1000), "–", "", "")
 	row("allocations per job in the replicas", "–", fmt.Sprintf("%.0f", r.allocsPerJob), fmt.Sprintf("%.0f", n.allocsPerJob), "–", "", "")
 	row("slots forfeited per job at the ceiling", "–", forfeitsText(r.forfeits), forfeitsText(n.forfeits), "–", "", "")
 	for i, q := range []string{"p50", "p99", "max"} {

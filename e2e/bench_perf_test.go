@@ -71,6 +71,7 @@ type ceilingFigures struct {
 	ceiling      float64            // jobs/s, no cap
 	cpuPer1000   time.Duration      // CPU of every process per 1,000 jobs at the ceiling
 	cpuSplit     cpuParts           // the same, by process
+	connsPer1000 float64            // connections the provider accepted per 1,000 jobs
 	allocsPerJob float64            // heap allocations per job in the replicas; <0: not measured
 	forfeits     map[string]float64 // slots forfeited per job at the ceiling, by reason
 }
@@ -90,6 +91,7 @@ type perfSample struct {
 	cpu       time.Duration
 	parts     cpuParts
 	mallocs   float64
+	conns     int64 // connections the provider accepted
 }
 
 // perfCluster is a cluster on either backend, or a bare Redis list for the
@@ -122,7 +124,7 @@ func newPerfCluster(t *testing.T, backend string, rate float64, env ...string) *
 // worker), and the replicas' allocations.
 func (c *perfCluster) sample(t *testing.T) perfSample {
 	t.Helper()
-	s := perfSample{delivered: c.delivered()}
+	s := perfSample{delivered: c.delivered(), conns: c.prov.Connections()}
 	rpid, err := redisPID(context.Background(), c.redis.Client())
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +237,7 @@ func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 		f.cpuPer1000 = per1000(s1.cpu - s0.cpu)
 		f.cpuSplit = cpuParts{workers: per1000(s1.parts.workers - s0.parts.workers),
 			redis: per1000(s1.parts.redis - s0.parts.redis), rest: per1000(s1.parts.rest - s0.parts.rest)}
+		f.connsPer1000 = float64(s1.conns-s0.conns) / jobs * 1000
 		f.allocsPerJob = -1
 		if c.list == "" {
 			f.allocsPerJob = (s1.mallocs - s0.mallocs) / jobs

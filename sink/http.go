@@ -160,23 +160,33 @@ func (h *HTTP) newRequest(ctx context.Context, j *queue.Job, t target) (*http.Re
 	if err != nil {
 		return nil, fmt.Errorf("%w: build request to %s: %v", ErrPermanent, t.redacted, err)
 	}
-	req.Header = h.headers.Clone()
+	req.Header = make(http.Header, len(h.headers)+len(t.header)+perJobHeaders)
+	for k, v := range h.headers {
+		req.Header[k] = v // shared with every request: never changed
+	}
 	for k, v := range t.header {
 		req.Header[k] = v
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
 	}
 	key := j.Key
 	if key == "" {
 		key = j.ID
 	}
-	setIf(req.Header, HeaderIdempotencyKey, key)
-	setIf(req.Header, HeaderJobID, j.ID)
-	setIf(req.Header, HeaderLane, j.Lane)
-	req.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
+	// The per-job values share one backing array: one allocation, not
+	// one per header (Header.Set's).
+	vals := make([]string, 0, perJobHeaders)
+	set := func(name, value string) {
+		if value != "" {
+			vals = append(vals, value)
+			req.Header[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+		}
+	}
+	set("Content-Type", contentType)
+	set(HeaderIdempotencyKey, key)
+	set(HeaderJobID, j.ID)
+	set(HeaderLane, j.Lane)
+	set(HeaderAttempt, strconv.Itoa(j.Attempt))
 	if !j.EnqueuedAt.IsZero() {
-		req.Header.Set(HeaderEnqueuedAt, j.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+		set(HeaderEnqueuedAt, j.EnqueuedAt.UTC().Format(time.RFC3339Nano))
 	}
 	if u := h.endpoint.user; u != nil && t.own && req.Header.Get("Authorization") == "" {
 		pass, _ := u.Password()
@@ -185,11 +195,8 @@ func (h *HTTP) newRequest(ctx context.Context, j *queue.Job, t target) (*http.Re
 	return req, nil
 }
 
-func setIf(h http.Header, key, value string) {
-	if value != "" {
-		h.Set(key, value)
-	}
-}
+// perJobHeaders is how many headers newRequest sets per job at most.
+const perJobHeaders = 6
 
 // requestError turns a failed round trip into a transient error: the
 // caller's ctx ended, the request's timeout passed, or the connection

@@ -61,6 +61,11 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 	e.noteLatency(took)
 	e.observe(err)
 
+	if err == nil && e.acks != nil { // the ack loop settles it, with its own bounds
+		e.metrics.outcome(j.Lane, outDelivered)
+		e.acks <- d
+		return
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	switch {

@@ -54,6 +54,8 @@ type Provider struct {
 	seq      int64
 	shares   *shares
 
+	conns atomic.Int64 // connections accepted
+
 	srvMu  sync.Mutex
 	addr   net.Addr
 	cancel context.CancelFunc
@@ -126,6 +128,11 @@ func (p *Provider) Close() error {
 	return <-done
 }
 
+// Connections returns how many connections the provider has accepted: a
+// client that keeps its connections makes few, one that closes a
+// connection per request (or per refused write) makes many.
+func (p *Provider) Connections() int64 { return p.conns.Load() }
+
 // Serve serves on ln until ctx ends, then shuts down gracefully and
 // returns nil; it returns an error when serving fails. It closes ln.
 func (p *Provider) Serve(ctx context.Context, ln net.Listener) error {
@@ -136,7 +143,12 @@ func (p *Provider) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (p *Provider) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn}
+	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				p.conns.Add(1)
+			}
+		}}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(stampListen(ln)) }()
 	select {
