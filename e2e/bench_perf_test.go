@@ -78,10 +78,10 @@ type ceilingFigures struct {
 
 // cpuParts is CPU by process: the workers (the dispatchers, or the
 // baseline's goroutines, which run in the test process), redis-server,
-// and the rest of the test process (the provider, the producer, the
-// embedded NATS server).
+// nats-server (0 when embedded in the test process, or not used), and the
+// rest of the test process (the provider, the producer).
 type cpuParts struct {
-	workers, redis, rest time.Duration
+	workers, redis, nats, rest time.Duration
 }
 
 // perfSample is what the table reads at the start and end of a window.
@@ -111,7 +111,7 @@ func newPerfCluster(t *testing.T, backend string, rate float64, env ...string) *
 	case "nats":
 		c.nats = startPerfNATS(t)
 		c.backend = backend
-		c.env = append(c.env, "SLUICE_QUEUE_BACKEND=nats", "SLUICE_NATS_URL="+c.nats.srv.ClientURL())
+		c.env = append(c.env, "SLUICE_QUEUE_BACKEND=nats", "SLUICE_NATS_URL="+c.nats.url())
 		c.q = openNATSQueue(t, c.nats, c.name)
 	case "baseline":
 		c.list = "perf:{" + c.name + "}:jobs"
@@ -137,10 +137,13 @@ func (c *perfCluster) sample(t *testing.T) perfSample {
 		return d
 	}
 	s.parts.redis, s.parts.rest = cpu(rpid), cpu(os.Getpid())
+	if c.nats != nil && c.nats.pid() != 0 {
+		s.parts.nats = cpu(c.nats.pid())
+	}
 	for _, p := range c.allProcs() {
 		s.parts.workers += cpu(p.cmd.Process.Pid)
 	}
-	s.cpu = s.parts.redis + s.parts.rest + s.parts.workers
+	s.cpu = s.parts.redis + s.parts.nats + s.parts.rest + s.parts.workers
 	if c.list == "" {
 		if s.mallocs, err = mallocs(c.cluster); err != nil {
 			t.Fatal(err)
@@ -236,7 +239,8 @@ func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 		f.ceiling = c.prov.Report(time.Time{}, time.Time{}).MeanRate
 		f.cpuPer1000 = per1000(s1.cpu - s0.cpu)
 		f.cpuSplit = cpuParts{workers: per1000(s1.parts.workers - s0.parts.workers),
-			redis: per1000(s1.parts.redis - s0.parts.redis), rest: per1000(s1.parts.rest - s0.parts.rest)}
+			redis: per1000(s1.parts.redis - s0.parts.redis), nats: per1000(s1.parts.nats - s0.parts.nats),
+			rest: per1000(s1.parts.rest - s0.parts.rest)}
 		f.connsPer1000 = float64(s1.conns-s0.conns) / jobs * 1000
 		f.allocsPerJob = -1
 		if c.list == "" {

@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -24,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/testnats"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/natsq"
 )
@@ -175,15 +178,23 @@ func pacerScriptSHAs(t *testing.T) map[string]bool {
 	return shas
 }
 
-// perfNATS is a JetStream server in the test process whose message counts
-// the table reads (server.Varz): in_msgs are the messages clients sent it,
-// out_msgs those it sent them.
-type perfNATS struct{ srv *server.Server }
+// perfNATS is the JetStream server of the NATS column: a nats-server
+// process beside the dispatchers, as users run it and as redis-server
+// runs, whose CPU the table counts apart; or, where no nats-server is on
+// the PATH, a server embedded in the test process. Its in_msgs counts the
+// messages clients sent it and out_msgs those it sent them.
+type perfNATS struct {
+	node *testnats.ProcNode // nil when embedded
+	srv  *server.Server     // nil when a process
+}
 
-// startPerfNATS starts a JetStream server on a free loopback port, shut
-// down when the test ends.
+// startPerfNATS starts a JetStream server on a free loopback port, stopped
+// when the test ends.
 func startPerfNATS(t *testing.T) *perfNATS {
 	t.Helper()
+	if _, err := exec.LookPath("nats-server"); err == nil {
+		return &perfNATS{node: testnats.StartProc(t)}
+	}
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
 		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {
@@ -198,10 +209,41 @@ func startPerfNATS(t *testing.T) *perfNATS {
 	return &perfNATS{srv: srv}
 }
 
+// url is the server's client URL.
+func (n *perfNATS) url() string {
+	if n.node != nil {
+		return n.node.URL()
+	}
+	return n.srv.ClientURL()
+}
+
+// pid is the server process's id; 0 when embedded in the test process.
+func (n *perfNATS) pid() int {
+	if n.node != nil {
+		return n.node.PID()
+	}
+	return 0
+}
+
 // msgs returns the messages received from and sent to clients so far.
 func (n *perfNATS) msgs() (in, out int64) {
-	v, err := n.srv.Varz(nil)
+	if n.srv != nil {
+		v, err := n.srv.Varz(nil)
+		if err != nil {
+			return 0, 0
+		}
+		return v.InMsgs, v.OutMsgs
+	}
+	resp, err := http.Get(n.node.MonitorURL() + "/varz")
 	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	var v struct {
+		InMsgs  int64 `json:"in_msgs"`
+		OutMsgs int64 `json:"out_msgs"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
 		return 0, 0
 	}
 	return v.InMsgs, v.OutMsgs
@@ -210,7 +252,7 @@ func (n *perfNATS) msgs() (in, out int64) {
 // openNATSQueue opens c's queue on n as the test's producer.
 func openNATSQueue(t *testing.T, n *perfNATS, name string) queue.Queue {
 	t.Helper()
-	nc, err := nats.Connect(n.srv.ClientURL())
+	nc, err := nats.Connect(n.url())
 	if err != nil {
 		t.Fatalf("perf: nats connect: %v", err)
 	}

@@ -2,9 +2,11 @@ package testnats_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/internal/testnats"
@@ -106,5 +108,43 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 			t.Fatalf("waiting for %s: %v (last error: %v)", what, ctx.Err(), last)
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// TestStartProc: a standalone nats-server process takes a JetStream
+// stream, answers on its monitoring port, and is gone after Kill.
+func TestStartProc(t *testing.T) {
+	n := testnats.StartProc(t)
+	if n.PID() == 0 {
+		t.Fatal("no process id")
+	}
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "one", Subjects: []string{"one.>"}}); err != nil {
+		t.Fatalf("create stream: %v", err)
+	}
+	if _, err := js.Publish(ctx, "one.a", []byte("x")); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	resp, err := http.Get(n.MonitorURL() + "/varz")
+	if err != nil {
+		t.Fatalf("varz: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("varz: %s", resp.Status)
+	}
+	n.Kill()
+	if n.Running() {
+		t.Fatal("still running after Kill")
 	}
 }
