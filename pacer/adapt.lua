@@ -39,7 +39,7 @@
 --
 --   clean: the rate climbs toward the ceiling by one step, two steps, three
 --   steps... (one more after each clean window in a row), and base decays
---   toward the share seen.
+--   toward the share seen when that is lower (it never grows here).
 --
 -- Retry-After is honoured once per episode: the first throttling answer
 -- that carries one, when no episode is open, holds the whole schedule until
@@ -166,7 +166,12 @@ if now >= start then
         end
       else
         cutShare = 0
-        base = 0.8 * base + 0.2 * s
+        -- base only decays here, toward a lower share seen: it grows only
+        -- by an undo, the evidence that a share is not about the rate. A
+        -- clean window's share is under base + tolerance, and letting base
+        -- follow it up would raise the bar each time, until the rate sat
+        -- where the provider throttles base + tolerance of it.
+        if s < base then base = 0.8 * base + 0.2 * s end
         if base < 0.0001 then base = 0 end
         if eff < ceiling then
           clean = clean + 1

@@ -61,6 +61,7 @@ const simStep = 100 * time.Millisecond
 type simSecond struct {
 	sent, accepted int
 	rate           float64 // effective rate at its end
+	tolerated      float64 // the share tolerated as not about the rate, at its end
 }
 
 // simulate runs d of simulated time against prov with `replicas` reporters
@@ -105,6 +106,7 @@ func simulate(t *testing.T, cfg Config, replicas int, d time.Duration, prov simP
 		cur.accepted += acc
 		if (i+1)%10 == 0 {
 			cur.rate = st.EffectiveRate
+			cur.tolerated = fbs[0].State().Tolerated
 			out = append(out, cur)
 			cur = simSecond{}
 		}
@@ -154,6 +156,17 @@ func TestAdaptiveFollowsCapacity(t *testing.T) {
 	}
 	if st := fb.State(); st.Cuts == 0 {
 		t.Errorf("no cut recorded: %+v", st)
+	}
+	// The throttling always followed the rate: nothing is tolerated as
+	// a share the provider refuses whatever the rate. (Clean windows used
+	// to raise the tolerated share toward what they saw, and with it the
+	// bar for the next cut, so the rate crept up to where the provider
+	// refused 2% and more: e2e TestAdaptiveFindsCapacity saw 2.2%.)
+	for i, x := range secs[:70] {
+		if x.tolerated != 0 {
+			t.Errorf("second %d at capacity 300: tolerated share %.4f, want 0", i, x.tolerated)
+			break
+		}
 	}
 }
 
