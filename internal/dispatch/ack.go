@@ -15,6 +15,12 @@ const (
 	// ackBatchesInFlight bounds the batches of acks open at once: a batch
 	// whose confirmation is lost (its server died) holds up only itself.
 	ackBatchesInFlight = 4
+	// ackStall is how long a batch may be open before the next opens
+	// beside it: while the backend answers, one batch at a time, so that
+	// acks queue up for the next and share its round trip (a script call
+	// per batch on Redis); when an answer is slow (a failover), the next
+	// batches go without waiting for it.
+	ackStall = 20 * time.Millisecond
 	// ackTimeout bounds one attempt of a batch: how long its confirmations
 	// are waited for.
 	ackTimeout = 2 * time.Second
@@ -37,14 +43,31 @@ func (e *Engine) ack(ctx context.Context, d queue.Delivery) {
 }
 
 // ackLoop sends the acks queued on e.acks in batches until the channel is
-// closed and drained, and returns when every batch is settled. It waits
-// for nothing: a batch is whatever queued up while the previous one was
-// sent, so a lone ack goes at once and acks under load share round trips.
-// Up to ackBatchesInFlight batches are open at once.
+// closed and drained, and returns when every batch is settled. A batch is
+// whatever queued up while the previous one was sent: a lone ack goes at
+// once, and acks under load share round trips. A second batch opens beside
+// one that has been open for ackStall, up to ackBatchesInFlight at once.
 func (e *Engine) ackLoop(ba queue.BatchAcker) {
-	sem := make(chan struct{}, ackBatchesInFlight)
+	finished := make(chan struct{}, ackBatchesInFlight)
+	open := 0
+	var opened time.Time // when the last batch opened
 	var wg sync.WaitGroup
 	for d := range e.acks {
+		open -= drained(finished)
+		if open > 0 {
+			if wait := e.ackStall - time.Since(opened); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-finished:
+					open--
+				case <-t.C:
+				}
+				t.Stop()
+			}
+		}
+		for ; open >= ackBatchesInFlight; open-- {
+			<-finished
+		}
 		batch := make([]queue.Delivery, 1, min(maxAckBatch, 1+len(e.acks)))
 		batch[0] = d
 	fill:
@@ -59,13 +82,27 @@ func (e *Engine) ackLoop(ba queue.BatchAcker) {
 				break fill
 			}
 		}
-		sem <- struct{}{}
+		open++
+		opened = time.Now()
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { finished <- struct{}{} }()
 			e.ackBatch(ba, batch)
 		})
 	}
 	wg.Wait()
+}
+
+// drained takes every signal waiting on ch and returns how many.
+func drained(ch chan struct{}) int {
+	n := 0
+	for {
+		select {
+		case <-ch:
+			n++
+		default:
+			return n
+		}
+	}
 }
 
 // ackBatch acks batch, and sends the acks that failed for a reason that

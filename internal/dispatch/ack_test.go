@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
@@ -62,4 +63,78 @@ func TestAckSentAgainAfterAFailure(t *testing.T) {
 	if f.attempts["a"] != 1 || f.attempts["b"] != 2 || f.attempts["c"] != 1 {
 		t.Errorf("attempts %v; want a 1, b 2, c 1 (a settled job is not acked again)", f.attempts)
 	}
+}
+
+// gatedAcker holds each batch until the test lets it go, and tells the
+// test each batch's size when it begins.
+type gatedAcker struct {
+	began chan int      // the size of each batch, as it begins
+	go_   chan struct{} // one receive lets one batch end
+}
+
+func (g *gatedAcker) AckBatch(_ context.Context, ds []queue.Delivery) []error {
+	g.began <- len(ds)
+	<-g.go_ // not the attempt's timeout: the test says when it ends
+	return make([]error, len(ds))
+}
+
+// ackLoopWith runs e's ack loop on a until the test ends.
+func ackLoopWith(t *testing.T, e *Engine, a queue.BatchAcker) {
+	e.acks = make(chan queue.Delivery, 256)
+	done := make(chan struct{})
+	go func() { defer close(done); e.ackLoop(a) }()
+	t.Cleanup(func() { close(e.acks); <-done })
+}
+
+// While the backend answers, acks queue up behind the open batch and go
+// together in the next: one round trip (a script call on Redis) for them
+// all, not one batch each.
+func TestAcksQueueBehindAnOpenBatch(t *testing.T) {
+	e, err := New(Config{}, Deps{Queue: newMemQueue("default"), Pacer: &gatePacer{}, Priority: twoLanes,
+		Sink: sink.SenderFunc(func(context.Context, *queue.Job) error { return nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ackStall = time.Hour // the open batch never counts as stalled here
+	g := &gatedAcker{began: make(chan int, 8), go_: make(chan struct{})}
+	ackLoopWith(t, e, g)
+	e.acks <- &memDelivery{job: job("first", "default", "x")}
+	if n := <-g.began; n != 1 {
+		t.Fatalf("first batch: %d acks, want 1 (a lone ack goes at once)", n)
+	}
+	e.acks <- &memDelivery{job: job("j0", "default", "x")}
+	eventually(t, 10*time.Second, "the loop takes the second ack", func() bool { return len(e.acks) == 0 })
+	for i := 1; i < 50; i++ { // they come while the loop holds j0
+		e.acks <- &memDelivery{job: job(fmt.Sprint("j", i), "default", "x")}
+	}
+	g.go_ <- struct{}{} // the first batch ends
+	if n := <-g.began; n != 50 {
+		t.Errorf("second batch: %d acks, want the 50 that queued behind the first", n)
+	}
+	close(g.go_)
+}
+
+// A batch whose answer is slow (a failover) holds up only itself: past
+// ackStall, the next batch opens beside it.
+func TestAckBatchBesideAStalledOne(t *testing.T) {
+	e, err := New(Config{}, Deps{Queue: newMemQueue("default"), Pacer: &gatePacer{}, Priority: twoLanes,
+		Sink: sink.SenderFunc(func(context.Context, *queue.Job) error { return nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ackStall = time.Millisecond
+	g := &gatedAcker{began: make(chan int, 8), go_: make(chan struct{})}
+	ackLoopWith(t, e, g)
+	e.acks <- &memDelivery{job: job("stuck", "default", "x")}
+	<-g.began // open, and never answered until the end
+	e.acks <- &memDelivery{job: job("next", "default", "x")}
+	select {
+	case n := <-g.began:
+		if n != 1 {
+			t.Errorf("second batch: %d acks, want 1", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second batch while the first stayed open")
+	}
+	close(g.go_)
 }

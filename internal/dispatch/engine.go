@@ -89,6 +89,7 @@ type Engine struct {
 	latency  atomic.Int64        // moving average of the provider's answer time, nanoseconds
 	replicas atomic.Int64        // replicas sharing the rate, as last told
 	acks     chan queue.Delivery // to the ack loop, when the queue acks in batches
+	ackStall time.Duration       // ackStall; tests change it
 
 	healthMu sync.Mutex
 	health   map[string]error     // last error per component, nil when healthy
@@ -162,6 +163,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		metrics: deps.Metrics, log: deps.Log,
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		senders:  make(chan sendTask),
+		ackStall: ackStall,
 		quit:     make(chan struct{}),
 		health:   map[string]error{},
 		deferSem: make(chan struct{}, maxDefersInFlight),
