@@ -83,6 +83,7 @@ type Engine struct {
 	inflight chan struct{} // semaphore of MaxInFlight
 	sends    sync.WaitGroup
 	senders  chan sendTask       // to an idle sender (senders.go)
+	started  atomic.Int64        // senders started so far
 	quit     chan struct{}       // closed when Run ends: idle senders exit
 	open     atomic.Int64        // requests open to the provider
 	sending  openRequests        // their deliveries, kept alive with the buffer's

@@ -32,6 +32,7 @@ func (e *Engine) startSend(t sendTask) {
 	select {
 	case e.senders <- t:
 	default:
+		e.started.Add(1)
 		go e.sender(t)
 	}
 }
