@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 	debug.SetGCPercent(400)
 	// Built as the image builds it (-tags production: no demo linked in),
 	// or SLUICE_E2E_DISPATCHER, a dispatcher built before (to compare two
-	// builds with the same tests: make bench-ab).
+	// builds with the same tests, as the README's performance section says).
 	if err := dispatcherBinary(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)
 		os.Exit(1)
