@@ -29,7 +29,7 @@ func perfLoad(t *testing.T, backend string) (f loadFigures) {
 		sent := offer(t, c, "w", 1000, time.Second) // connections dialled, scripts loaded
 		c.waitDelivered(sent, time.Minute)
 		mon := monitor(t, c.redis.Addr())
-		r0, err := redisReads(ctx, c.redis.Client())
+		r0, err := redisReads(ctx, c.rdb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func perfLoad(t *testing.T, backend string) (f loadFigures) {
 		d0 := c.delivered()
 		sent += offer(t, c, "a", 5000, 3*time.Second)
 		c.waitDelivered(sent, time.Minute)
-		r1, err := redisReads(ctx, c.redis.Client())
+		r1, err := redisReads(ctx, c.rdb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,6 +160,8 @@ func printPerf(w io.Writer, f map[string]*perfFigures) {
 			fmt.Sprintf("%s (%s)", ms(r.latency[i]), ratio(float64(r.latency[i]), float64(b.latency[i]))),
 			fmt.Sprintf("%s (%s)", ms(n.latency[i]), ratio(float64(n.latency[i]), float64(b.latency[i]))), target, okR, okN)
 	}
+	hop := func(f *perfFigures) string { return ms(f.hop[0]) + " / " + ms(f.hop[1]) }
+	row("  of which the queue: enqueue → waiting fetch, p50 / p99", hop(b), hop(r), hop(n), "–", "", "")
 	row("pacer Redis calls per job, 5,000/s offered", "–", fmt.Sprintf("%.3f", r.load.pacerCalls), fmt.Sprintf("%.3f", n.load.pacerCalls),
 		"≤0.1", met(r.load.pacerCalls <= 0.1), met(n.load.pacerCalls <= 0.1))
 	row("Redis commands / reads per job, 5,000/s", "1 / 1 (BLPOP)", fmt.Sprintf("%.2f / %.2f", r.load.redisCmds, r.load.redisReads),

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/mockprovider"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -33,6 +35,7 @@ func TestBenchTablePerf(t *testing.T) {
 		f := &perfFigures{}
 		runtime.GC()
 		f.latency = perfLatency(t, b)
+		f.hop = perfHop(t, b)
 		runtime.GC()
 		f.ceilingFigures = perfCeiling(t, b)
 		if b != "baseline" {
@@ -49,6 +52,7 @@ func TestBenchTablePerf(t *testing.T) {
 type perfFigures struct {
 	ceilingFigures
 	latency [3]time.Duration
+	hop     [2]time.Duration // the queue's part of the latency: p50, p99
 	load    loadFigures
 	grants  float64 // pacer grants/s, 4 × 8 callers
 }
@@ -98,8 +102,9 @@ type perfSample struct {
 // baseline, with the process ids whose CPU the table counts.
 type perfCluster struct {
 	*cluster
-	nats *perfNATS // nil unless the NATS backend
-	list string    // the baseline's list
+	nats *perfNATS     // nil unless the NATS backend
+	list string        // the baseline's list
+	rdb  *redis.Client // the test's one client of the cluster's Redis
 }
 
 // newPerfCluster starts Redis, the provider and, for "nats", a NATS server
@@ -107,6 +112,10 @@ type perfCluster struct {
 func newPerfCluster(t *testing.T, backend string, rate float64, env ...string) *perfCluster {
 	t.Helper()
 	c := &perfCluster{cluster: newCluster(t, "redis", rate, env...)}
+	// One client for the test's own calls: testredis's Client opens a new
+	// one each call, and a push on a new connection would count its dial
+	// in the baseline's latency.
+	c.rdb = c.redis.Client()
 	switch backend {
 	case "nats":
 		c.nats = startPerfNATS(t)
@@ -125,7 +134,7 @@ func newPerfCluster(t *testing.T, backend string, rate float64, env ...string) *
 func (c *perfCluster) sample(t *testing.T) perfSample {
 	t.Helper()
 	s := perfSample{delivered: c.delivered(), conns: c.prov.Connections()}
-	rpid, err := redisPID(context.Background(), c.redis.Client())
+	rpid, err := redisPID(context.Background(), c.rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +165,7 @@ func (c *perfCluster) sample(t *testing.T) perfSample {
 // enqueueOne puts one job into the backend now.
 func (c *perfCluster) enqueueOne(id string) error {
 	if c.list != "" {
-		return baselinePush(context.Background(), c.redis.Client(), c.list, id)
+		return baselinePush(context.Background(), c.rdb, c.list, id)
 	}
 	j := &queue.Job{ID: id, Lane: "default", Payload: json.RawMessage(`{"text":"hi"}`)}
 	_, err := c.q.Enqueue(context.Background(), j)
@@ -219,7 +228,7 @@ func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 				for k := range ids {
 					ids[k] = fmt.Sprintf("c-%05d", i+k)
 				}
-				if err := baselinePush(context.Background(), c.redis.Client(), c.list, ids...); err != nil {
+				if err := baselinePush(context.Background(), c.rdb, c.list, ids...); err != nil {
 					t.Fatal(err)
 				}
 			}
