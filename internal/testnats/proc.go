@@ -94,18 +94,11 @@ func StartProcCluster(t testing.TB, n int) *ProcCluster {
 			httpPort: ports[3*i+2],
 			dir:      dir,
 		}
-		node.args = []string{
-			"--addr", "127.0.0.1",
-			"--port", strconv.Itoa(node.port),
-			"--server_name", node.name,
-			"--http_port", strconv.Itoa(node.httpPort),
-			"--jetstream",
-			"--store_dir", filepath.Join(dir, "store"),
+		node.args = append(node.serverArgs(),
 			"--cluster_name", "sluice",
 			"--cluster", routes[i],
 			"--routes", strings.Join(routes, ","),
-			"--log", filepath.Join(dir, "nats-server.log"),
-		}
+		)
 		c.Nodes = append(c.Nodes, node)
 	}
 	for _, node := range c.Nodes {
@@ -362,6 +355,21 @@ func (n *ProcNode) kill() {
 	}
 	_ = cmd.Process.Kill()
 	<-done
+}
+
+// serverArgs are the nats-server arguments of a node on its own: its
+// ports on 127.0.0.1, its name, JetStream with its store, and its log,
+// all in its directory.
+func (n *ProcNode) serverArgs() []string {
+	return []string{
+		"--addr", "127.0.0.1",
+		"--port", strconv.Itoa(n.port),
+		"--server_name", n.name,
+		"--http_port", strconv.Itoa(n.httpPort),
+		"--jetstream",
+		"--store_dir", filepath.Join(n.dir, "store"),
+		"--log", filepath.Join(n.dir, "nats-server.log"),
+	}
 }
 
 // healthy asks the node's monitoring endpoint /healthz whether it is

@@ -3,8 +3,6 @@ package testnats
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -23,15 +21,7 @@ func StartProc(t testing.TB) *ProcNode {
 	}
 	dir := t.TempDir()
 	n := &ProcNode{t: t, name: "n1", port: ports[0], httpPort: ports[1], dir: dir}
-	n.args = []string{
-		"--addr", "127.0.0.1",
-		"--port", strconv.Itoa(n.port),
-		"--server_name", n.name,
-		"--http_port", strconv.Itoa(n.httpPort),
-		"--jetstream",
-		"--store_dir", filepath.Join(dir, "store"),
-		"--log", filepath.Join(dir, "nats-server.log"),
-	}
+	n.args = n.serverArgs()
 	t.Cleanup(n.kill)
 	if err := n.start(); err != nil {
 		t.Fatal(err)
