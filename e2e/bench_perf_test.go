@@ -88,11 +88,13 @@ type cpuParts struct {
 	workers, redis, nats, rest time.Duration
 }
 
+// total is the CPU of every process.
+func (c cpuParts) total() time.Duration { return c.workers + c.redis + c.nats + c.rest }
+
 // perfSample is what the table reads at the start and end of a window.
 type perfSample struct {
 	at        time.Time
 	delivered int
-	cpu       time.Duration
 	parts     cpuParts
 	mallocs   float64
 	conns     int64 // connections the provider accepted
@@ -152,7 +154,6 @@ func (c *perfCluster) sample(t *testing.T) perfSample {
 	for _, p := range c.allProcs() {
 		s.parts.workers += cpu(p.cmd.Process.Pid)
 	}
-	s.cpu = s.parts.redis + s.parts.nats + s.parts.rest + s.parts.workers
 	if c.list == "" {
 		if s.mallocs, err = mallocs(c.cluster); err != nil {
 			t.Fatal(err)
@@ -246,7 +247,7 @@ func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 		jobs := float64(s1.delivered - s0.delivered)
 		per1000 := func(d time.Duration) time.Duration { return time.Duration(float64(d) / jobs * 1000) }
 		f.ceiling = c.prov.Report(time.Time{}, time.Time{}).MeanRate
-		f.cpuPer1000 = per1000(s1.cpu - s0.cpu)
+		f.cpuPer1000 = per1000(s1.parts.total() - s0.parts.total())
 		f.cpuSplit = cpuParts{workers: per1000(s1.parts.workers - s0.parts.workers),
 			redis: per1000(s1.parts.redis - s0.parts.redis), nats: per1000(s1.parts.nats - s0.parts.nats),
 			rest: per1000(s1.parts.rest - s0.parts.rest)}

@@ -33,13 +33,16 @@ const (
 )
 
 // ack acknowledges a delivered job: through the ack loop when the queue
-// acks in batches, else at once.
+// acks in batches, else at once, bounded by settleTimeout even when ctx
+// has ended.
 func (e *Engine) ack(ctx context.Context, d queue.Delivery) {
 	if e.acks != nil {
 		e.acks <- d
 		return
 	}
-	e.settled(d.Job(), "ack", d.Ack(ctx))
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	e.settled(d.Job(), "ack", d.Ack(actx))
 }
 
 // ackLoop sends the acks queued on e.acks in batches until the channel is

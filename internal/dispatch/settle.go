@@ -61,17 +61,14 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 	e.noteLatency(took)
 	e.observe(err)
 
-	if err == nil && e.acks != nil { // the ack loop settles it, with its own bounds
+	if err == nil {
 		e.metrics.outcome(j.Lane, outDelivered)
-		e.acks <- d
+		e.ack(ctx, d) // with its own bounds
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	switch {
-	case err == nil:
-		e.metrics.outcome(j.Lane, outDelivered)
-		e.ack(sctx, d)
 	case errors.Is(err, sink.ErrThrottled):
 		e.throttled(sctx, d, err)
 	case errors.Is(err, sink.ErrPermanent):

@@ -3,8 +3,10 @@ package testnats
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/sluicehq/sluice/internal/poll"
 )
 
 // StartProc starts one standalone nats-server process with JetStream, as
@@ -26,19 +28,9 @@ func StartProc(t testing.TB) *ProcNode {
 	if err := n.start(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), procReadyWait)
-	defer cancel()
-	for {
-		err := n.healthy(ctx)
-		if err == nil {
-			return n
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("testnats: %s not healthy after %s: %v", n.name, procReadyWait, err)
-		case <-time.After(procPoll):
-		}
-	}
+	poll.Until(t, procReadyWait, procPoll, fmt.Sprintf("nats-server %s healthy (log: %s)", n.name, filepath.Join(dir, "nats-server.log")),
+		func() bool { return n.healthy(context.Background()) == nil })
+	return n
 }
 
 // PID is the process id of the node's server, or 0 when none runs.

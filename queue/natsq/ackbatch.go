@@ -3,7 +3,6 @@ package natsq
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/sluicehq/sluice/queue"
@@ -50,47 +49,31 @@ func (q *Queue) AckBatch(ctx context.Context, ds []queue.Delivery) []error {
 // ackClaimed sends the acks of the n non-nil deliveries of claimed and
 // waits for their confirmations; errs[i] is set for each ack not
 // confirmed. The confirmations come on the queue's shared subscription
-// (ackReplies), or after Close on one of the batch's own.
+// (ackReplies), or after Close on one opened for the batch alone.
 func (q *Queue) ackClaimed(ctx context.Context, claimed []*delivery, n int, errs []error) {
 	nc := q.js.Conn()
 	replies := make(chan ackConfirm, n)
-	shared, err := q.acks.acquire(nc)
+	acks := &q.acks
+	shared, err := acks.acquire(nc)
+	if err == nil && !shared { // after Close: a subscription of the batch's own
+		acks = &ackReplies{}
+		_, err = acks.acquire(nc)
+		defer acks.close() // after release: unsubscribes
+	}
 	if err != nil {
 		fail(claimed, errs, err)
 		return
 	}
-	var subject func(i int) string
-	if shared {
-		defer q.acks.release()
-		subject = func(i int) string { return q.acks.expect(replies, i) }
-	} else {
-		inbox := nats.NewInbox()
-		sub, err := nc.Subscribe(inbox+".*", func(m *nats.Msg) {
-			if i, ok := token(m.Subject); ok && i < uint64(len(claimed)) {
-				select {
-				case replies <- ackConfirm{i: int(i), msg: m}:
-				default: // a second reply to one ack
-				}
-			}
-		})
-		if err != nil {
-			fail(claimed, errs, err)
-			return
-		}
-		defer func() { _ = sub.Unsubscribe() }()
-		subject = func(i int) string { return inbox + "." + strconv.Itoa(i) }
-	}
+	defer acks.release()
 	pending := make(map[int]string, n)
 	for i, d := range claimed {
 		if d == nil {
 			continue
 		}
-		reply := subject(i)
+		reply := acks.expect(replies, i)
 		if err := nc.PublishRequest(d.msg.Reply(), reply, ackBody); err != nil {
 			errs[i] = fmt.Errorf("natsq: ack %s: %w", d.job.ID, err)
-			if shared {
-				q.acks.forget([]string{reply})
-			}
+			acks.forget([]string{reply})
 			continue
 		}
 		pending[i] = reply
@@ -111,9 +94,7 @@ func (q *Queue) ackClaimed(ctx context.Context, claimed []*delivery, n int, errs
 				errs[i] = fmt.Errorf("natsq: ack %s: %w", claimed[i].job.ID, ctx.Err())
 				left = append(left, reply)
 			}
-			if shared {
-				q.acks.forget(left)
-			}
+			acks.forget(left)
 			return
 		}
 	}

@@ -25,6 +25,7 @@ type ackReplies struct {
 	waiting map[uint64]ackWaiter
 	users   int  // batches using sub now
 	closing bool // Close was called: the last user unsubscribes
+	opened  int  // subscriptions opened so far
 }
 
 // ackWaiter is where the confirmation of one ack goes: the index of the
@@ -56,6 +57,7 @@ func (a *ackReplies) acquire(nc *nats.Conn) (ok bool, err error) {
 			return false, err
 		}
 		a.sub, a.prefix, a.waiting = sub, prefix, map[uint64]ackWaiter{}
+		a.opened++
 	}
 	a.users++
 	return true, nil

@@ -7,3 +7,11 @@ func AckSubscribed(q *Queue) bool {
 	defer q.acks.mu.Unlock()
 	return q.acks.sub != nil
 }
+
+// AckSubscriptions returns how many times q opened its shared
+// subscription for ack confirmations.
+func AckSubscriptions(q *Queue) int {
+	q.acks.mu.Lock()
+	defer q.acks.mu.Unlock()
+	return q.acks.opened
+}
