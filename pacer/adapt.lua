@@ -206,6 +206,9 @@ if event == 'hold' then
   table.insert(fields, f(tat))
   table.insert(fields, 'a_last_hold')
   table.insert(fields, f(now))
+  -- Gaps of the schedule (reserve.lua) may lie inside the hold: drop them.
+  table.insert(fields, 'gtat')
+  table.insert(fields, '')
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 return {f(eff), f(ceiling), event, f(before), judged, f(heldUntil), tostring(cuts), tostring(holds),

@@ -15,6 +15,12 @@ import "time"
 // pass their lateness bound. A replica whose clock map is too uncertain to
 // place slots within the lateness bound takes one slot at a time, so that
 // its slots never form a block that lands on top of another replica's.
+//
+// A replica with steady demand well under the schedule's rate, its claims
+// a few intervals apart but well within the lateness bound of each other,
+// asks with a stride instead (see stride): slots spread at about its own
+// pace over the horizon, so that one call serves many claims and a job
+// that comes finds a slot already due.
 type batchPolicy struct {
 	maxBatch    int
 	horizon     time.Duration
@@ -45,6 +51,12 @@ const (
 	// claimGapMemory is the weight of the past in the claim gap's moving
 	// average.
 	claimGapMemory = 4
+	// maxStrideSteps bounds a stride, in intervals of the schedule: each
+	// slot granted with a stride passes over at most this many grid
+	// points, which reserve.lua writes as gaps.
+	maxStrideSteps = 32
+	// maxStrideBatch bounds a grant with a stride.
+	maxStrideBatch = 64
 )
 
 func newBatchPolicy(cfg Config) batchPolicy {
@@ -103,11 +115,41 @@ func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
 	return max(need, min(b.next, b.limit(sharers)))
 }
 
+// stride returns how far apart the slots of the next grant may be, and
+// how many to ask for; 0 for slots as close as the schedule allows. A
+// stride is three quarters of the time between claims, so that slots come
+// a third more often than jobs: a job finds a slot due (or due within its
+// lateness bound) and one call serves a horizon of claims. It is for a
+// replica that is not saturated, whose claims need need at most one slot
+// and come more than an eighth of the lateness bound apart (closer, a
+// batch of slots one interval apart serves eight claims or more before it
+// passes its lateness bound), when the stride is at least two intervals
+// (else slots as close as the schedule allows serve as well), at most
+// maxStrideSteps intervals (the gaps a grant leaves), and within 90% of
+// the lateness bound (else a job would wait for its slot far longer than a
+// call takes).
+func (b *batchPolicy) stride(need int) (time.Duration, int) {
+	if need > 1 || b.interval <= 0 || b.claimGap <= b.maxLateness/8 || b.saturated() {
+		return 0, 0
+	}
+	s := b.claimGap * 3 / 4
+	if s < 2*b.interval || s > maxStrideSteps*b.interval || s > b.maxLateness*9/10 {
+		return 0, 0
+	}
+	return s, min(b.maxBatch, maxStrideBatch, max(1, int(b.horizon/s)))
+}
+
+// saturated reports whether most claims waited for their slot and came
+// right after the previous slot: this replica always has a job waiting.
+func (b *batchPolicy) saturated() bool {
+	return b.waitScore >= saturatedScore && b.claimDelay <= b.interval && b.interval > 0
+}
+
 // limit bounds a batch: a saturated replica's fair share of the horizon,
 // or what a lightly loaded one can use (useful). Saturated means most
 // claims waited for their slot and came right after the previous slot.
 func (b *batchPolicy) limit(sharers int) int {
-	if b.waitScore < saturatedScore || b.claimDelay > b.interval || b.interval <= 0 {
+	if !b.saturated() {
 		return b.useful()
 	}
 	fair := int(float64(b.horizon) / float64(b.interval) / float64(max(1, sharers)))

@@ -206,11 +206,11 @@ func (p *Pacer) resumeHold(sharers int, rate float64) time.Duration {
 // obtain is refill while Redis answers, and the local schedule while it
 // does not (with WhenUnavailable Local). Like refill it adds slots to the
 // buffer, or waits until asking again can succeed.
-func (p *Pacer) obtain(ctx context.Context, want int) error {
+func (p *Pacer) obtain(ctx context.Context, want int, stride time.Duration) error {
 	if local, err := p.refillLocal(ctx, want); local {
 		return err
 	}
-	err := p.refill(ctx, want)
+	err := p.refill(ctx, want, stride)
 	if err != nil && p.enterDegraded(err) {
 		return nil
 	}

@@ -4,6 +4,10 @@ package pacer
 // keeps it in one Redis Cluster slot with the queue of the same name.
 func key(name string) string { return "sluice:{" + name + "}:pacer" }
 
+// gapsKey is the Redis sorted set of the schedule's gaps: grid points a
+// grant with a stride passed over, left for later calls (reserve.lua).
+func gapsKey(name string) string { return "sluice:{" + name + "}:gaps" }
+
 // replicasKey is the Redis hash of the replicas drawing on the schedule.
 func replicasKey(name string) string { return "sluice:{" + name + "}:replicas" }
 

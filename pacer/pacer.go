@@ -35,9 +35,10 @@ import (
 //
 // A Pacer is safe for concurrent use.
 type Pacer struct {
-	rdb redis.Scripter
-	cfg Config
-	key string
+	rdb     redis.Scripter
+	cfg     Config
+	key     string
+	gapsKey string
 
 	mu        sync.Mutex
 	buf       []slot        // granted, unclaimed slots in local-time order
@@ -45,6 +46,7 @@ type Pacer struct {
 	batch     batchPolicy
 	clock     *clockMap
 	hint      time.Time      // the latest slot granted to this replica (Redis clock)
+	seq       int64          // the highest sequence number a reply has shown (reserve.lua)
 	owed      map[string]int // slots TakeFor callers still wait for, by tenant (takefor.go)
 
 	sharers      atomic.Int64              // replicas drawing on the schedule, as Members last saw
@@ -79,7 +81,7 @@ func New(rdb redis.Scripter, cfg Config) (*Pacer, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
-	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap()}
+	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap()}
 	p.sharers.Store(1)
 	return p, nil
 }
@@ -257,9 +259,13 @@ func (p *Pacer) moreLocked(ctx context.Context, now time.Time, need int) error {
 	}
 	ch := p.beginRefillLocked()
 	want := p.batch.size(need, p.sharersNow(), p.uncertainLocked(now))
+	stride, n := p.strideLocked(need, now)
+	if stride > 0 {
+		want = n
+	}
 	p.mu.Unlock()
 
-	err := p.obtain(ctx, want) // refill, or the local schedule while degraded
+	err := p.obtain(ctx, want, stride) // refill, or the local schedule while degraded
 	p.endRefill(ch)
 	return err
 }
@@ -271,7 +277,7 @@ func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 	p.mu.Lock()
 	p.batch.noteWait(held.After(now))
 	p.batch.noteSlot(held)
-	ch, want := p.topUpLocked(held, now)
+	ch, want, stride, from := p.topUpLocked(held, now)
 	p.mu.Unlock()
 	if ch == nil {
 		return
@@ -279,7 +285,7 @@ func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 	go func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Horizon)
 		defer cancel()
-		if r, err := p.Reserve(rctx, want); err == nil {
+		if r, err := p.reserve(rctx, want, stride, from); err == nil {
 			p.addSlots(r)
 		}
 		p.endRefill(ch)
@@ -287,19 +293,43 @@ func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 }
 
 // topUpLocked decides whether to refill in the background, while the
-// caller sleeps until its slot: when the caller took the last buffered
-// slot and that slot (held) is less than half a horizon away, so that the
-// schedule runs on without a gap for the Redis round trip. Not when a
-// refill is under way or batches are of one slot. It begins the refill
-// and returns its channel and size, or nil. The refill is bounded by one
-// horizon (its slots would be stale after that) and its failures are left
-// to the next claim to meet. p.mu must be held.
-func (p *Pacer) topUpLocked(held, now time.Time) (chan struct{}, int) {
-	if p.refilling != nil || len(p.buf) > 0 || held.Sub(now) >= p.cfg.Horizon/2 ||
-		p.uncertainLocked(now) || p.batch.limit(p.sharersNow()) < 2 || p.deg.on {
-		return nil, 0
+// caller sleeps until its slot: when the latest slot this replica holds
+// (held, or the last buffered) is less than half a horizon away, so that
+// the schedule runs on without a gap for the Redis round trip. A replica
+// that asks with a stride tops up from a stride past its latest slot,
+// while slots are still buffered; otherwise only once the caller took the
+// last buffered slot, and not when batches are of one slot. Never while a
+// refill is under way. It begins the refill and returns its channel, size,
+// stride and first moment (Redis clock), or a nil channel. The refill is
+// bounded by one horizon (its slots would be stale after that) and its
+// failures are left to the next claim to meet. p.mu must be held.
+func (p *Pacer) topUpLocked(held, now time.Time) (chan struct{}, int, time.Duration, time.Time) {
+	latest := held
+	if len(p.buf) > 0 {
+		latest = p.buf[len(p.buf)-1].local
 	}
-	return p.beginRefillLocked(), p.batch.size(1, p.sharersNow(), false)
+	if p.refilling != nil || latest.Sub(now) >= p.cfg.Horizon/2 || p.uncertainLocked(now) || p.deg.on {
+		return nil, 0, 0, time.Time{}
+	}
+	if stride, n := p.strideLocked(1, now); stride > 0 && !p.hint.IsZero() {
+		return p.beginRefillLocked(), n, stride, p.hint.Add(stride)
+	}
+	if len(p.buf) > 0 || p.batch.limit(p.sharersNow()) < 2 {
+		return nil, 0, 0, time.Time{}
+	}
+	return p.beginRefillLocked(), p.batch.size(1, p.sharersNow(), false), 0, time.Time{}
+}
+
+// strideLocked is the batch policy's stride and size for a refill for
+// need slots (see batchPolicy.stride); 0 when the clock map is too
+// uncertain to place slots within the lateness bound, and with tenant
+// limits, whose slots reserve.lua hands out as they come. p.mu must be
+// held.
+func (p *Pacer) strideLocked(need int, now time.Time) (time.Duration, int) {
+	if p.cfg.Tenants.On() || p.uncertainLocked(now) {
+		return 0, 0
+	}
+	return p.batch.stride(need)
 }
 
 // beginRefillLocked makes the caller the one refilling; others wait on the
@@ -318,10 +348,11 @@ func (p *Pacer) endRefill(ch chan struct{}) {
 	close(ch)
 }
 
-// refill makes one Reserve call and adds its slots to the buffer; when
-// nothing is granted it waits until asking again can succeed.
-func (p *Pacer) refill(ctx context.Context, want int) error {
-	r, err := p.Reserve(ctx, want)
+// refill makes one Reserve call (asking with stride) and adds its slots
+// to the buffer; when nothing is granted it waits until asking again can
+// succeed.
+func (p *Pacer) refill(ctx context.Context, want int, stride time.Duration) error {
+	r, err := p.reserve(ctx, want, stride, time.Time{})
 	if err != nil {
 		return err
 	}

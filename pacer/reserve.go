@@ -3,15 +3,23 @@ package pacer
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Reservation is the answer to one Reserve call: Granted slots, the first at
-// First and each next one Interval later, all on the Redis clock.
+// First and each next one Interval later (or at Stamps, when a grant with a
+// stride spread them), all on the Redis clock.
 type Reservation struct {
-	Granted    int
-	First      time.Time     // Redis time of the first granted slot; may be before Now (burst)
-	Interval   time.Duration // between granted slots: 1/(Rate×(1−Headroom))
+	Granted  int
+	First    time.Time     // Redis time of the first granted slot; may be before Now (burst)
+	Interval time.Duration // between the schedule's slots: 1/(Rate×(1−Headroom))
+	// Stamps, when not nil, are the granted slots' times: a grant that
+	// filled gaps of the schedule, or took slots a stride apart, is not
+	// one slot every Interval.
+	Stamps     []time.Time
+	Seq        int64         // the schedule's sequence number after this call (rollback detection)
 	Now        time.Time     // Redis time when the slots were granted
 	RetryAfter time.Duration // with Granted == 0: when asking again can succeed
 	Rate       float64       // the effective cap: the override when one is set, lower while the provider pushes back
@@ -35,7 +43,12 @@ func (r Reservation) tenant(i int) string {
 // Slot returns the Redis-clock time of granted slot i (0-based); a slot due
 // before the reservation was made is due at Now.
 func (r Reservation) Slot(i int) time.Time {
-	t := r.First.Add(time.Duration(i) * r.Interval)
+	var t time.Time
+	if r.Stamps != nil {
+		t = r.Stamps[i]
+	} else {
+		t = r.First.Add(time.Duration(i) * r.Interval)
+	}
 	if t.Before(r.Now) {
 		return r.Now
 	}
@@ -57,6 +70,12 @@ func (r Reservation) Delay(i int) time.Duration { return r.Slot(i).Sub(r.Now) }
 // this replica holds, so that lost state cannot restart the schedule
 // behind it.
 func (p *Pacer) Reserve(ctx context.Context, n int) (Reservation, error) {
+	return p.reserve(ctx, n, 0, time.Time{})
+}
+
+// reserve is Reserve, asking for slots at least stride apart (0: as close
+// as the schedule allows) and none before from (Redis clock; zero: none).
+func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from time.Time) (Reservation, error) {
 	if n < 1 {
 		return Reservation{}, fmt.Errorf("pacer: reserve: n must be at least 1, got %d", n)
 	}
@@ -66,13 +85,19 @@ func (p *Pacer) Reserve(ctx context.Context, n int) (Reservation, error) {
 	if !p.hint.IsZero() {
 		hint = p.hint.UnixMicro()
 	}
+	seq := p.seq
 	p.mu.Unlock()
+	var fromUs int64
+	if !from.IsZero() {
+		fromUs = from.UnixMicro()
+	}
 	tkeys, targs, tnames := p.tenantArgs()
 	p.calls.Add(1)
 	sent := p.cfg.Clock.Now()
-	v, err := reserveScript.Run(ctx, p.rdb, append([]string{p.key}, tkeys...),
+	v, err := reserveScript.Run(ctx, p.rdb, append([]string{p.key, p.gapsKey}, tkeys...),
 		append([]any{p.cfg.Rate, p.cfg.Burst, n, p.cfg.Horizon.Microseconds(), pausePoll.Microseconds(),
-			max(p.cfg.Headroom, 0), lead.Microseconds(), hint, adaptiveArg(p.cfg.Adaptive.Enabled)}, targs...)...).Result()
+			max(p.cfg.Headroom, 0), lead.Microseconds(), hint, adaptiveArg(p.cfg.Adaptive.Enabled),
+			stride.Microseconds(), seq, fromUs}, targs...)...).Result()
 	recv := p.cfg.Clock.Now()
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -86,6 +111,7 @@ func (p *Pacer) Reserve(ctx context.Context, n int) (Reservation, error) {
 	}
 	p.noteTenantRates(r.TenantRates)
 	p.mu.Lock()
+	p.seq = max(p.seq, r.Seq)
 	p.clock.add(sent, recv, r.Now)
 	p.deg.noteReplyLocked(r, recv, p.clock, p.cfg.Horizon)
 	p.mu.Unlock()
@@ -104,11 +130,7 @@ func adaptiveArg(on bool) string {
 // parseReservation reads reserve.lua's reply; tenants are the tenants the
 // call was made for, in order (nil for none).
 func parseReservation(v any, tenants []string) (Reservation, error) {
-	want := 7
-	if len(tenants) > 0 {
-		want = 9
-	}
-	fields, err := replyStrings(v, want)
+	fields, err := replyStrings(v, 11)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -133,7 +155,33 @@ func parseReservation(v any, tenants []string) (Reservation, error) {
 			return Reservation{}, err
 		}
 	}
+	if fields[9] != "" {
+		if r.Stamps, err = parseStamps(fields[9], r.Granted); err != nil {
+			return Reservation{}, err
+		}
+	}
+	if r.Seq, err = strconv.ParseInt(fields[10], 10, 64); err != nil {
+		return Reservation{}, fmt.Errorf("%w: seq %q", ErrBadReply, fields[10])
+	}
 	return r, nil
+}
+
+// parseStamps reads the granted slots' times, comma-separated.
+func parseStamps(s string, granted int) ([]time.Time, error) {
+	out := make([]time.Time, 0, granted)
+	for s != "" {
+		var one string
+		one, s, _ = strings.Cut(s, ",")
+		us, err := micros(one)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, usTime(us))
+	}
+	if len(out) != granted {
+		return nil, fmt.Errorf("%w: %d slot times for %d slots", ErrBadReply, len(out), granted)
+	}
+	return out, nil
 }
 
 // Stats are this replica's counters since New, and its view of the Redis

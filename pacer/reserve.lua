@@ -13,12 +13,20 @@
 --            holds (0 for none); the schedule never restarts behind it
 -- ARGV[9] -> "1" when the provider's answers steer the rate (adapt.lua):
 --            while an episode is open the schedule runs at its eff_rate
+-- ARGV[10] -> stride, microseconds: the least time between two slots granted
+--            in this call (0: as close as the schedule allows; see Gaps below)
+-- ARGV[11] -> seq, the highest sequence number the caller has seen in a
+--            reply (0 for none); a state behind it was rolled back
+-- ARGV[12] -> from, microseconds since the epoch: grant no slot before it
+--            (0: none); a caller topping up slots it holds asks from its
+--            latest one plus a stride
+-- KEYS[2] -> the schedule's gaps: sluice:{name}:gaps (see Gaps below)
 --
 -- With tenant limits (pacer.tenants), two more keys and arguments:
--- KEYS[2] -> the tenants' schedules: sluice:{name}:tenants (tenant -> tat)
--- KEYS[3] -> the operator's tenant rates: sluice:{name}:tenant_rates
--- ARGV[10] -> m, how many tenants follow
--- ARGV[11..] -> m triples: tenant, configured rate (0: none), slots its waiting jobs need
+-- KEYS[3] -> the tenants' schedules: sluice:{name}:tenants (tenant -> tat)
+-- KEYS[4] -> the operator's tenant rates: sluice:{name}:tenant_rates
+-- ARGV[13] -> m, how many tenants follow
+-- ARGV[14..] -> m triples: tenant, configured rate (0: none), slots its waiting jobs need
 --
 -- Returns an array of strings:
 --   [1] granted slots (0 when paused, when the schedule is full to the
@@ -30,16 +38,20 @@
 --   [6] effective cap, slots per second: the override when one is set, and
 --       lower while the provider pushes back (adapt.lua)
 --   [7] "paused" or ""
--- and, with tenants:
---   [8] each tenant's rate, comma-separated in the order given (0: unlimited)
---   [9] for each granted slot, the 1-based index of the tenant it is
---       granted to, comma-separated (0: no tenant)
+--   [8] with tenants, each tenant's rate, comma-separated in the order
+--       given (0: unlimited); "" without
+--   [9] with tenants, for each granted slot, the 1-based index of the
+--       tenant it is granted to, comma-separated (0: no tenant); "" without
+--   [10] when the granted slots are not one interval apart, each slot's
+--       time, comma-separated; "" when they are
+--   [11] the state's sequence number after this call
 --
 -- Hash fields: tat (the theoretical arrival time of the next free slot), last_now
 -- (the Redis time of the previous call, to detect a clock that went back),
 -- rate and burst (as configured by the last caller, for status), rate_override
--- and burst_override (set by an operator), paused; eff_rate and the a_*
--- fields belong to adapt.lua.
+-- and burst_override (set by an operator), paused; seq (counts the calls
+-- that granted slots); gtat and giv (the tat and interval the gaps were
+-- left at); eff_rate and the a_* fields belong to adapt.lua.
 --
 -- When the hash has no tat (the first call ever, or the state was lost: the
 -- key deleted or evicted, Redis restarted empty or failed over to a replica
@@ -56,6 +68,29 @@
 -- tenant interval past it. A tenant's requests therefore leave on global
 -- slots at least one tenant interval apart, and the global schedule is the
 -- same whether tenants are given or not.
+--
+-- Gaps. Every slot is a point of one grid: tat, tat + interval, ... A
+-- caller that uses a slot only every few intervals (a replica with steady,
+-- light demand) asks with a stride, and is granted slots at least a stride
+-- apart; the grid points its grant passes over become gaps, kept in a
+-- sorted set (score and member: the point's time), and every later call
+-- takes the earliest gaps at or after its first usable moment before new
+-- points. So a point is granted at most once, whether from tat or as a gap,
+-- and the schedule's rate is unchanged: gaps only let one call hold slots
+-- spread over the horizon. Gaps are valid only while tat is where the last
+-- call that kept them left it (gtat) and the interval is the same (giv):
+-- any other move of tat (a detected rollback, a clock that went back) or
+-- of the rate drops them all, which wastes those points and never grants
+-- one twice; the scripts that hold the schedule (throttle.lua, resume.lua,
+-- adapt.lua's hold) clear gtat, so that no gap inside a hold is granted.
+-- Dropped gaps are deleted when a walk next finds them stale. Gaps before
+-- now are dropped on every call that walks.
+--
+-- seq. Gaps granted in a call that a failover lost would not move tat, so
+-- the hint cannot tell that state was rolled back. Each call that grants
+-- slots counts seq up and returns it; a caller that has seen a seq the
+-- state has not reached proves the rollback, and the schedule restarts one
+-- horizon after now, with no gaps, as after a loss.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -67,8 +102,12 @@ local poll = tonumber(ARGV[5])
 local headroom = tonumber(ARGV[6])
 local lead = tonumber(ARGV[7])
 local hint = tonumber(ARGV[8])
+local stride = tonumber(ARGV[10])
+local cseq = tonumber(ARGV[11])
+local from = tonumber(ARGV[12])
 
-local h = redis.call('HMGET', KEYS[1], 'tat', 'last_now', 'rate_override', 'burst_override', 'paused', 'eff_rate', 'a_episode')
+local h = redis.call('HMGET', KEYS[1], 'tat', 'last_now', 'rate_override', 'burst_override', 'paused', 'eff_rate', 'a_episode',
+  'seq', 'gtat', 'giv')
 local ro = tonumber(h[3])
 if ro and ro > 0 then rate = ro end
 local eff = tonumber(h[6])
@@ -79,30 +118,32 @@ local interval = 1000000 / (rate * (1 - headroom))
 local f = function(x) return string.format('%.3f', x) end
 
 -- Tenants: their rates (the operator's override, else the configured one).
-local m = tonumber(ARGV[10] or '0')
+local m = tonumber(ARGV[13] or '0')
 local tname, trate, twant, ttat = {}, {}, {}, {}
 local rates = {}
 if m > 0 then
   local names = {}
-  for j = 1, m do names[j] = ARGV[8 + 3 * j] end
-  local ov = redis.call('HMGET', KEYS[3], unpack(names))
-  local tats = redis.call('HMGET', KEYS[2], unpack(names))
+  for j = 1, m do names[j] = ARGV[11 + 3 * j] end
+  local ov = redis.call('HMGET', KEYS[4], unpack(names))
+  local tats = redis.call('HMGET', KEYS[3], unpack(names))
   for j = 1, m do
     tname[j] = names[j]
-    local r = tonumber(ov[j]) or tonumber(ARGV[9 + 3 * j]) or 0
+    local r = tonumber(ov[j]) or tonumber(ARGV[12 + 3 * j]) or 0
     if r < 0 then r = 0 end
     trate[j] = r
-    twant[j] = tonumber(ARGV[10 + 3 * j]) or 0
+    twant[j] = tonumber(ARGV[13 + 3 * j]) or 0
     ttat[j] = tonumber(tats[j]) or 0
     rates[j] = f(r)
   end
 end
-local function reply(granted, first, retry, paused, assigned)
-  local out = {tostring(granted), f(first), f(interval), f(now), f(retry), f(rate), paused}
+local seq = tonumber(h[8]) or 0
+local function reply(granted, first, retry, paused, assigned, stamps)
+  local out = {tostring(granted), f(first), f(interval), f(now), f(retry), f(rate), paused, '', '', '', tostring(seq)}
   if m > 0 then
     out[8] = table.concat(rates, ',')
     out[9] = table.concat(assigned or {}, ',')
   end
+  if stamps then out[10] = table.concat(stamps, ',') end
   return out
 end
 
@@ -111,18 +152,29 @@ if h[5] == '1' then
 end
 
 local tat = tonumber(h[1])
+-- Gaps hold only while tat and the interval are where the last call that
+-- kept them left them (see Gaps above).
+local gaps = h[9] ~= false and h[9] == h[1] and h[10] == f(interval)
 if tat == nil then
   tat = now + horizon
+  if cseq > seq then seq = cseq end
 else
   local last = tonumber(h[2]) or now
   if now < last then
     -- The Redis clock went back: keep the schedule where it was relative to
     -- now, so that slots already granted are not granted again.
     tat = tat - (last - now)
+    gaps = false
   end
   -- An idle schedule lets at most burst slots go at once.
   local floor = now - (burst - 1) * interval
   if tat < floor then tat = floor end
+  -- A caller has seen a call this state has not: it was rolled back.
+  if cseq > seq then
+    tat = math.max(tat, now + horizon)
+    seq = cseq
+    gaps = false
+  end
 end
 -- Never behind a slot the caller holds (the state was rolled back). A held
 -- slot is at most one horizon ahead of now; a hint further ahead means the
@@ -135,50 +187,154 @@ local last_now = tonumber(h[2])
 if hint > 0 and hint <= now + horizon then
   if last_now ~= nil and hint > last_now + horizon then
     tat = math.max(tat, hint + interval, now + horizon)
+    gaps = false
   elseif tat < hint + interval then
     tat = hint + interval
+    gaps = false
   end
 end
 
 local limit = now + horizon
 local function refuse(first, retry)
-  redis.call('HSET', KEYS[1], 'last_now', f(now), 'tat', f(tat), 'rate', ARGV[1], 'burst', ARGV[2])
+  local fields = {'last_now', f(now), 'tat', f(tat), 'rate', ARGV[1], 'burst', ARGV[2], 'seq', tostring(seq)}
+  if gaps then
+    fields[#fields + 1] = 'gtat'
+    fields[#fields + 1] = f(tat)
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
   return reply(0, first, retry, '')
 end
-local first = tat
-if lead > 0 and first < now + lead then
-  if tat > now then
-    -- Others are drawing on the schedule: the next slots are too close
-    -- for this caller's reply to arrive in time; leave them to the others
-    -- and come back when the schedule has moved on.
-    local retry = now + lead - tat
+
+local n, first, stamps = 0, tat, nil
+if stride <= interval and from <= 0 and not gaps then
+  -- Every slot one interval after the last, from tat.
+  if lead > 0 and first < now + lead then
+    if tat > now then
+      -- Others are drawing on the schedule: the next slots are too close
+      -- for this caller's reply to arrive in time; leave them to the others
+      -- and come back when the schedule has moved on.
+      local retry = now + lead - tat
+      if retry < interval then retry = interval end
+      if retry > horizon then retry = horizon end
+      return refuse(tat, retry)
+    end
+    -- Idle: nobody holds the next moments; skip to where this caller can use them.
+    first = now + lead
+  end
+  if first > limit then
+    -- Full to the horizon (or nothing far enough ahead for this caller): come
+    -- back when n slots (or at least one) fit.
+    local retry = first - limit + (want - 1) * interval
+    if retry > horizon then retry = first - limit end
+    return refuse(first, retry)
+  end
+  n = math.floor((limit - first) / interval) + 1
+  if n > want then n = want end
+  tat = first + n * interval
+  seq = seq + 1
+  redis.call('HSET', KEYS[1], 'tat', f(tat), 'last_now', f(now), 'rate', ARGV[1], 'burst', ARGV[2], 'seq', tostring(seq))
+else
+  -- The walk: each slot the earliest gap or grid point at or after the
+  -- cursor, which starts where this caller can use a slot (and at from)
+  -- and moves a stride (at least an interval) past each slot granted.
+  if gaps then
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. f(now))
+  else
+    redis.call('DEL', KEYS[2]) -- stale gaps: never let them count again
+  end
+  local step = math.max(stride, interval)
+  local cursor = now + lead
+  if lead <= 0 and tat < cursor then cursor = tat end
+  if from > cursor then cursor = from end
+  local gbuf, gi, gdone = {}, 1, not gaps
+  -- The index in gbuf of the earliest gap at or after c, or nil.
+  -- A gap's score is its member read as a number, and c goes to Redis
+  -- in full (%.17g), so that what Redis returns is never before c.
+  local function gapAt(c)
+    while true do
+      while gi <= #gbuf and tonumber(gbuf[gi]) < c do gi = gi + 1 end
+      if gi <= #gbuf then return gi end
+      if gdone then return nil end
+      gbuf = redis.call('ZRANGEBYSCORE', KEYS[2], string.format('%.17g', c), f(limit), 'LIMIT', 0, 64)
+      gi = 1
+      if #gbuf < 64 then gdone = true end
+    end
+  end
+  local taken, left = {}, {}
+  local maxLeft = 64 * want -- a walk leaves at most this many gaps
+  stamps = {}
+  local pt = tat
+  while #stamps < want do
+    -- The first grid point at or after the cursor.
+    pt = tat
+    if pt < cursor then pt = tat + math.ceil((cursor - tat) / interval) * interval end
+    local gix = gapAt(cursor)
+    local s
+    if gix and tonumber(gbuf[gix]) <= pt then
+      s = tonumber(gbuf[gix])
+      taken[#taken + 1] = gbuf[gix]
+      gi = gix + 1
+    else
+      if pt > limit then break end
+      -- The points passed over, from now on, become gaps.
+      local k0 = 0
+      if tat < now then k0 = math.ceil((now - tat) / interval) end
+      local k1 = math.floor((pt - tat) / interval + 0.5) - 1
+      if k1 - k0 >= maxLeft then k0 = k1 - maxLeft + 1 end
+      for k = k0, k1 do
+        local q = f(tat + k * interval)
+        left[#left + 1] = q -- score
+        left[#left + 1] = q -- member
+      end
+      s = pt
+      tat = pt + interval
+    end
+    stamps[#stamps + 1] = s
+    cursor = s + step
+  end
+  n = #stamps
+  if #taken > 0 then
+    for i = 1, #taken, 1000 do redis.call('ZREM', KEYS[2], unpack(taken, i, math.min(i + 999, #taken))) end
+  end
+  if #left > 0 then
+    for i = 1, #left, 1000 do redis.call('ZADD', KEYS[2], unpack(left, i, math.min(i + 999, #left))) end
+    redis.call('PEXPIRE', KEYS[2], math.ceil(horizon / 1000) + 1000)
+    gaps = true
+  end
+  if n == 0 then
+    -- Nothing at or after the cursor within the horizon: come back when
+    -- the schedule has moved on.
+    local retry = pt - limit
     if retry < interval then retry = interval end
     if retry > horizon then retry = horizon end
-    return refuse(tat, retry)
+    return refuse(pt, retry)
   end
-  -- Idle: nobody holds the next moments; skip to where this caller can use them.
-  first = now + lead
+  first = stamps[1]
+  seq = seq + 1
+  local fields = {'tat', f(tat), 'last_now', f(now), 'rate', ARGV[1], 'burst', ARGV[2], 'seq', tostring(seq)}
+  if gaps then
+    for _, v in ipairs({'gtat', f(tat), 'giv', f(interval)}) do fields[#fields + 1] = v end
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
+  local contiguous = true
+  for i = 2, n do
+    if math.abs(stamps[i] - stamps[i - 1] - interval) > 0.01 then contiguous = false end
+  end
+  if contiguous then
+    stamps = nil
+  else
+    for i = 1, n do stamps[i] = f(stamps[i]) end
+  end
 end
-if first > limit then
-  -- Full to the horizon (or nothing far enough ahead for this caller): come
-  -- back when n slots (or at least one) fit.
-  local retry = first - limit + (want - 1) * interval
-  if retry > horizon then retry = first - limit end
-  return refuse(first, retry)
-end
-
-local n = math.floor((limit - first) / interval) + 1
-if n > want then n = want end
-tat = first + n * interval
-redis.call('HSET', KEYS[1], 'tat', f(tat), 'last_now', f(now), 'rate', ARGV[1], 'burst', ARGV[2])
 if m == 0 then
-  return reply(n, first, 0, '')
+  return reply(n, first, 0, '', nil, stamps)
 end
 
 -- Each granted slot to the waiting tenant longest due, if any is due by it.
 local assigned, written, ttl = {}, {}, 0
 for i = 0, n - 1 do
   local s = first + i * interval
+  if stamps then s = tonumber(stamps[i + 1]) end
   if s < now then s = now end
   local best = 0
   for j = 1, m do
@@ -201,10 +357,10 @@ for j = 1, m do
   end
 end
 if #args > 0 then
-  redis.call('HSET', KEYS[2], unpack(args))
+  redis.call('HSET', KEYS[3], unpack(args))
   -- Idle tenants' tats are in the past and mean nothing: let the hash go
   -- once every tat in it has passed.
-  local keep = redis.call('PTTL', KEYS[2])
-  if keep < ttl + 1000 then redis.call('PEXPIRE', KEYS[2], ttl + 1000) end
+  local keep = redis.call('PTTL', KEYS[3])
+  if keep < ttl + 1000 then redis.call('PEXPIRE', KEYS[3], ttl + 1000) end
 end
-return reply(n, first, 0, '', assigned)
+return reply(n, first, 0, '', assigned, stamps)

@@ -18,5 +18,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local hold = now + tonumber(ARGV[1])
 local tat = tonumber(redis.call('HGET', KEYS[1], 'tat')) or hold
 if tat < hold then tat = hold end
-redis.call('HSET', KEYS[1], 'tat', string.format('%.3f', tat), 'last_now', string.format('%.3f', now))
+-- gtat '' drops the schedule's gaps (reserve.lua): they may lie inside
+-- the hold.
+redis.call('HSET', KEYS[1], 'tat', string.format('%.3f', tat), 'last_now', string.format('%.3f', now), 'gtat', '')
 return {string.format('%.3f', now), string.format('%.3f', tat)}

@@ -14,6 +14,8 @@ local tat = tonumber(h[1]) or now
 local prev = tonumber(h[2]) or 0
 if prev > untilT then untilT = prev end
 if tat < untilT then tat = untilT end
+-- gtat '' drops the schedule's gaps (reserve.lua): they may lie inside
+-- the hold.
 redis.call('HSET', KEYS[1], 'tat', string.format('%.3f', tat),
-  'throttle_until', string.format('%.3f', untilT), 'last_now', string.format('%.3f', now))
+  'throttle_until', string.format('%.3f', untilT), 'last_now', string.format('%.3f', now), 'gtat', '')
 return string.format('%.3f', untilT)

@@ -1,0 +1,250 @@
+package pacer
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// sharer is one more replica on the timeline's schedule.
+func sharer(t *testing.T, m *redisTime, cfg Config) *Pacer {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	cfg.Clock = m
+	if cfg.Name == "" {
+		cfg.Name = "timeline"
+	}
+	if cfg.Headroom == 0 {
+		cfg.Headroom = -1
+	}
+	p, err := New(rdb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// offsets are a reservation's slots as offsets from t0.
+func offsets(r Reservation) []time.Duration {
+	out := make([]time.Duration, r.Granted)
+	for i := range out {
+		out[i] = r.Slot(i).Sub(t0)
+	}
+	return out
+}
+
+func reserveAt(t *testing.T, p *Pacer, m *redisTime, at time.Duration, n int, stride time.Duration, from time.Time) Reservation {
+	t.Helper()
+	m.SetTime(t0.Add(at))
+	r, err := p.reserve(context.Background(), n, stride, from)
+	if err != nil {
+		t.Fatalf("reserve at %s: %v", at, err)
+	}
+	return r
+}
+
+// A grant with a stride takes slots a stride apart; the grid points it
+// passes over are the next calls' first slots, whatever they ask, before
+// any point after tat.
+func TestStrideGrantLeavesGapsForOthers(t *testing.T) {
+	cfg := Config{Rate: 1000, Horizon: 20 * ms}
+	a, m := newTimeline(t, cfg)
+	b := sharer(t, m, cfg)
+
+	r := reserveAt(t, a, m, 0, 5, 4*ms, time.Time{})
+	if got, want := offsets(r), []time.Duration{0, 4 * ms, 8 * ms, 12 * ms, 16 * ms}; !slices.Equal(got, want) {
+		t.Fatalf("stride grant: %v, want %v", got, want)
+	}
+	r = reserveAt(t, b, m, 0, 3, 0, time.Time{})
+	if got, want := offsets(r), []time.Duration{1 * ms, 2 * ms, 3 * ms}; !slices.Equal(got, want) || r.Stamps != nil {
+		t.Fatalf("next call: %v (stamps %v), want the first gaps %v, one interval apart", got, r.Stamps, want)
+	}
+	r = reserveAt(t, b, m, 0, 20, 0, time.Time{})
+	want := []time.Duration{5 * ms, 6 * ms, 7 * ms, 9 * ms, 10 * ms, 11 * ms, 13 * ms, 14 * ms, 15 * ms, 17 * ms, 18 * ms, 19 * ms, 20 * ms}
+	if got := offsets(r); !slices.Equal(got, want) {
+		t.Fatalf("the rest to the horizon: %v, want %v", got, want)
+	}
+	if r = reserveAt(t, b, m, 0, 1, 0, time.Time{}); r.Granted != 0 || r.RetryAfter != ms {
+		t.Fatalf("full to the horizon: granted %d, retry %s; want 0, 1ms", r.Granted, r.RetryAfter)
+	}
+	// A tops up from a stride past its latest slot: 21 (20 is taken) and
+	// 25, leaving 22–24 to the others.
+	r = reserveAt(t, a, m, 5*ms, 5, 4*ms, t0.Add(20*ms))
+	if got, want := offsets(r), []time.Duration{21 * ms, 25 * ms}; !slices.Equal(got, want) {
+		t.Fatalf("top-up: %v, want %v", got, want)
+	}
+	r = reserveAt(t, b, m, 5*ms, 5, 0, time.Time{})
+	if got, want := offsets(r), []time.Duration{22 * ms, 23 * ms, 24 * ms}; !slices.Equal(got, want) {
+		t.Fatalf("after the top-up: %v, want %v", got, want)
+	}
+	// Gaps behind now are gone: at 30ms the schedule is idle again.
+	r = reserveAt(t, b, m, 30*ms, 2, 0, time.Time{})
+	if got, want := offsets(r), []time.Duration{30 * ms, 31 * ms}; !slices.Equal(got, want) {
+		t.Fatalf("idle again: %v, want %v", got, want)
+	}
+}
+
+// Gaps hold only while tat is where the last call that kept them left it
+// and the rate is the same: a throttle (or any hold) and a rate change drop
+// them, so that no slot is granted inside a hold or on the old rate's grid.
+func TestGapsDroppedWhenTatOrRateMoves(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Rate: 1000, Horizon: 20 * ms}
+	a, m := newTimeline(t, cfg)
+	b := sharer(t, m, cfg)
+
+	reserveAt(t, a, m, 0, 5, 4*ms, time.Time{}) // 0, 4, …, 16; gaps 1–3, 5–7, …
+	if _, err := b.Throttle(ctx, 10*ms); err != nil {
+		t.Fatal(err)
+	}
+	r := reserveAt(t, b, m, 0, 3, 0, time.Time{})
+	if got, want := offsets(r), []time.Duration{17 * ms, 18 * ms, 19 * ms}; !slices.Equal(got, want) {
+		t.Fatalf("after a throttle: %v, want %v (no gap of the held span)", got, want)
+	}
+
+	reserveAt(t, a, m, 40*ms, 3, 4*ms, time.Time{}) // 40, 44, 48; gaps 41–43, 45–47
+	if err := b.Controls().SetRate(ctx, 500); err != nil {
+		t.Fatal(err)
+	}
+	r = reserveAt(t, b, m, 40*ms, 2, 0, time.Time{})
+	if got, want := offsets(r), []time.Duration{49 * ms, 51 * ms}; !slices.Equal(got, want) {
+		t.Fatalf("after a rate change: %v, want %v (the new grid from tat, no old gap)", got, want)
+	}
+}
+
+// A failover that loses a call which granted only gaps leaves tat where it
+// was, so the hint cannot see it; the caller's seq can: its next call
+// restarts the schedule one horizon after now, clear of the gaps it holds.
+// Without the seq (a caller that never saw the lost call) the same call is
+// granted those gaps again.
+func TestRollbackOfGapGrantsDetectedBySeq(t *testing.T) {
+	cfg := Config{Rate: 1000, Horizon: 20 * ms}
+	for _, withSeq := range []bool{true, false} {
+		a, m := newTimeline(t, cfg)
+		b := sharer(t, m, cfg)
+		reserveAt(t, a, m, 0, 5, 4*ms, time.Time{}) // gaps 1–3, 5–7, …
+		snap := snapshot(t, m)
+		lost := reserveAt(t, b, m, 0, 3, 0, time.Time{}) // 1, 2, 3: lost below
+		restore(t, m, snap)
+		if !withSeq {
+			b.mu.Lock()
+			b.seq = 0
+			b.mu.Unlock()
+		}
+		r := reserveAt(t, b, m, 1*ms, 3, 0, time.Time{})
+		overlap := slices.ContainsFunc(offsets(r), func(d time.Duration) bool { return slices.Contains(offsets(lost), d) })
+		if withSeq && (overlap || r.Slot(0).Before(t0.Add(21*ms))) {
+			t.Errorf("with seq: %v after losing %v; want a restart one horizon after now (21ms)", offsets(r), offsets(lost))
+		}
+		if !withSeq && !overlap {
+			t.Errorf("without seq: %v after losing %v; want the lost gaps again (else this test shows nothing)", offsets(r), offsets(lost))
+		}
+	}
+}
+
+type stateSnap struct {
+	hash map[string]string
+	gaps []redis.Z
+}
+
+func snapshot(t *testing.T, m *redisTime) stateSnap {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	h, err := rdb.HGetAll(ctx, key("timeline")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := rdb.ZRangeWithScores(ctx, gapsKey("timeline"), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stateSnap{hash: h, gaps: g}
+}
+
+func restore(t *testing.T, m *redisTime, s stateSnap) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.Del(ctx, key("timeline"), gapsKey("timeline")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, key("timeline"), s.hash).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.gaps) > 0 {
+		if err := rdb.ZAdd(ctx, gapsKey("timeline"), s.gaps...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Four replicas asking at random moments, for random counts, with and
+// without strides and from their latest slots, between throttles: no
+// moment is granted twice, no two slots are closer than one interval, and
+// no slot granted after a throttle falls inside it.
+func TestGapsNeverGrantAMomentTwice(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Rate: 1000, Horizon: 20 * ms}
+	first, m := newTimeline(t, cfg)
+	ps := []*Pacer{first, sharer(t, m, cfg), sharer(t, m, cfg), sharer(t, m, cfg)}
+	latest := make([]time.Time, len(ps))
+	rng := rand.New(rand.NewPCG(1, 2))
+	strides := []time.Duration{0, 0, 2 * ms, 3 * ms, 5 * ms, 1500 * time.Microsecond}
+	var all []time.Time
+	var at time.Duration
+	var held time.Time // the latest throttle's end
+	gapped := 0
+	for range 3000 {
+		at += time.Duration(rng.IntN(5000)) * time.Microsecond
+		i := rng.IntN(len(ps))
+		if rng.IntN(50) == 0 {
+			m.SetTime(t0.Add(at))
+			until, err := ps[i].Throttle(ctx, time.Duration(1+rng.IntN(10))*ms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = until
+			continue
+		}
+		stride := strides[rng.IntN(len(strides))]
+		var from time.Time
+		if stride > 0 && !latest[i].IsZero() && rng.IntN(2) == 0 {
+			from = latest[i].Add(stride)
+		}
+		r := reserveAt(t, ps[i], m, at, 1+rng.IntN(4), stride, from)
+		if r.Stamps != nil {
+			gapped++
+		}
+		for k := range r.Granted {
+			s := r.Slot(k)
+			if r.Stamps != nil {
+				s = r.Stamps[k] // not clamped to now
+			} else {
+				s = r.First.Add(time.Duration(k) * r.Interval)
+			}
+			if s.Before(held) {
+				t.Fatalf("slot at t0+%s granted inside a throttle to t0+%s", s.Sub(t0), held.Sub(t0))
+			}
+			all = append(all, s)
+			latest[i] = later(latest[i], s)
+		}
+	}
+	if gapped < 100 {
+		t.Fatalf("only %d grants were spread: the walk was hardly tried", gapped)
+	}
+	slices.SortFunc(all, time.Time.Compare)
+	for k := 1; k < len(all); k++ {
+		if d := all[k].Sub(all[k-1]); d < ms-time.Microsecond {
+			t.Fatalf("slots at t0+%s and t0+%s, %s apart: closer than one interval (1ms)", all[k-1].Sub(t0), all[k].Sub(t0), d)
+		}
+	}
+	t.Logf("%d slots over %s, %d spread grants", len(all), at, gapped)
+}
