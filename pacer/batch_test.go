@@ -56,3 +56,58 @@ func TestBatchPolicy(t *testing.T) {
 		})
 	}
 }
+
+// A replica asks with a stride only where it pays: claims steady, a few
+// intervals apart and well within the lateness bound of each other.
+func TestBatchPolicyStride(t *testing.T) {
+	cfg := Config{Name: "b", Rate: 20000}
+	cfg.SetDefaults() // horizon 50ms, max batch 256, lateness 2ms
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		interval time.Duration
+		gap      time.Duration // between claims
+		waits    int           // claims that waited, right after their previous slot
+		need     int
+		stride   time.Duration // 0: none
+		n        int
+	}{
+		// 1,250 claims/s under a cap of 20,000: slots 600µs apart, as many
+		// as 50ms holds, up to 64.
+		{name: "steady demand under the cap", interval: 50 * time.Microsecond, gap: 800 * time.Microsecond,
+			need: 1, stride: 600 * time.Microsecond, n: 64},
+		{name: "several jobs waiting", interval: 50 * time.Microsecond, gap: 800 * time.Microsecond, need: 3},
+		{name: "saturated", interval: 50 * time.Microsecond, gap: 50 * time.Microsecond, waits: 10, need: 1},
+		// Claims 200µs apart: a batch one interval apart serves ten before
+		// its lateness bound.
+		{name: "claims close together", interval: 10 * time.Microsecond, gap: 200 * time.Microsecond, need: 1},
+		// 300 steps per slot: too many gaps for what a stride saves.
+		{name: "cap far above demand", interval: time.Microsecond, gap: 400 * time.Microsecond, need: 1},
+		{name: "stride under two intervals", interval: 400 * time.Microsecond, gap: 800 * time.Microsecond, need: 1},
+		// 5ms between claims: a slot 3.75ms ahead would make the job wait
+		// longer than a call takes.
+		{name: "demand too light", interval: 200 * time.Microsecond, gap: 5 * time.Millisecond, need: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBatchPolicy(cfg)
+			b.noteInterval(tt.interval)
+			for i := range 20 {
+				now := t0.Add(time.Duration(i) * tt.gap)
+				b.noteClaim(now)
+				if i < tt.waits {
+					b.noteWait(true)
+				}
+				lag := tt.gap / 2
+				if tt.waits > 0 {
+					lag = 0
+				}
+				b.noteSlot(now.Add(tt.gap - lag))
+			}
+			stride, n := b.stride(tt.need)
+			if stride != tt.stride || n != tt.n {
+				t.Errorf("stride %s × %d, want %s × %d", stride, n, tt.stride, tt.n)
+			}
+		})
+	}
+}

@@ -25,6 +25,22 @@
 // background, so the schedule runs on without gaps. Slots granted and not
 // used are lost: the cap holds even when a replica dies holding slots.
 //
+// Slots one interval apart serve few claims when a replica's jobs come
+// several intervals apart: the later slots pass their lateness bound first.
+// A replica with such steady demand (claims between an eighth and 90% of
+// MaxLateness apart, at most 32 intervals apart) asks with a stride
+// instead: up to 64 slots three quarters of its claim gap apart, over the
+// horizon, topped up from a stride past its latest slot. The grid points
+// such a grant passes over are kept as gaps (a sorted set beside the hash)
+// and every later call takes the earliest gaps it can use before any point
+// after tat, so a point is still granted once and the rate is unchanged.
+// A hold (Throttle, the adaptive hold, the return from local mode), a rate
+// change, a clock that went back and a detected rollback drop the gaps:
+// their points are lost, never granted twice. At 5,000 jobs/s under a cap
+// of 20,000 this takes the pacer's Redis calls from about 0.45 per job to
+// under 0.05 (make bench); a quarter of the slots granted that way go
+// unused, which costs nothing while the cap is far.
+//
 // # Time at the provider
 //
 // The provider counts arrivals, so a slot's Redis time must become the
@@ -73,7 +89,11 @@
 // had not seen it) starts one Horizon after now, because replicas may hold
 // slots granted up to one Horizon ahead; each call also passes the latest
 // slot its replica holds, and a rolled-back schedule never restarts behind
-// it. The cost is one Horizon without slots after a loss.
+// it. A call that took only gaps does not move tat, so its loss would not
+// show there: each granting call also counts a sequence number up, a
+// replica passes the highest it has seen, and a state behind it restarts
+// one Horizon after now, without gaps, as after a loss. The cost is one
+// Horizon without slots after a loss.
 //
 // # Control
 //

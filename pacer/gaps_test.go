@@ -4,10 +4,13 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testredis"
 )
 
 // sharer is one more replica on the timeline's schedule.
@@ -247,4 +250,43 @@ func TestGapsNeverGrantAMomentTwice(t *testing.T) {
 		}
 	}
 	t.Logf("%d slots over %s, %d spread grants", len(all), at, gapped)
+}
+
+// Two replicas on a real Redis, each with a job every millisecond under a
+// cap of 20,000/s: slots a stride apart serve the claims with a Redis call
+// per ten claims or fewer (slots one interval apart serve about two per
+// call: the next ones pass their lateness bound before a job comes), and
+// a claim mostly finds its slot already due.
+func TestStrideServesSteadyDemandWithFewCalls(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	stats := make([]Stats, 2)
+	for i := range stats {
+		p, err := New(srv.Client(), Config{Name: "steady", Rate: 20000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for range 1500 {
+				<-tick.C
+				if _, err := p.Take(ctx, 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			stats[i] = p.Stats()
+		})
+	}
+	wg.Wait()
+	for i, s := range stats {
+		perClaim := float64(s.Calls) / float64(s.Used)
+		t.Logf("replica %d: %d calls for %d claims (%.3f per claim), %d granted, waited %s in all", i, s.Calls, s.Used, perClaim, s.Granted, s.WaitTime)
+		if perClaim > 0.1 {
+			t.Errorf("replica %d: %.3f Redis calls per claim, want at most 0.1", i, perClaim)
+		}
+	}
 }
