@@ -159,10 +159,10 @@ func statsOf(times []time.Time, quiet ...span) windowStats {
 func countsPer(times []time.Time, from time.Time, step time.Duration) []int {
 	var out []int
 	for _, at := range times {
-		i := int(at.Sub(from) / step)
-		if i < 0 {
+		if at.Before(from) { // (a duration's division truncates toward zero: the step before from would count as the first)
 			continue
 		}
+		i := int(at.Sub(from) / step)
 		for len(out) <= i {
 			out = append(out, 0)
 		}

@@ -123,13 +123,17 @@ func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
 // replica that is not saturated, whose claims need need at most one slot
 // and come more than an eighth of the lateness bound apart (closer, a
 // batch of slots one interval apart serves eight claims or more before it
-// passes its lateness bound), when the stride is at least two intervals
-// (else slots as close as the schedule allows serve as well), at most
-// maxStrideSteps intervals (the gaps a grant leaves), and within 90% of
-// the lateness bound (else a job would wait for its slot far longer than a
-// call takes).
-func (b *batchPolicy) stride(need int) (time.Duration, int) {
-	if need > 1 || b.interval <= 0 || b.claimGap <= b.maxLateness/8 || b.saturated() {
+// passes its lateness bound), when the schedule is far from full (the
+// sharers, each claiming as often as this one, would use at most half its
+// slots: near the cap, replicas taking slots a stride apart from where
+// their last ones were would pass over points none of them comes back
+// for), when the stride is at least two intervals (else slots as close as
+// the schedule allows serve as well), at most maxStrideSteps intervals
+// (the gaps a grant leaves), and within 90% of the lateness bound (else a
+// job would wait for its slot far longer than a call takes).
+func (b *batchPolicy) stride(need, sharers int) (time.Duration, int) {
+	if need > 1 || b.interval <= 0 || b.claimGap <= b.maxLateness/8 || b.saturated() ||
+		b.claimGap < 2*time.Duration(max(1, sharers))*b.interval {
 		return 0, 0
 	}
 	s := b.claimGap * 3 / 4

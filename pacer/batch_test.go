@@ -69,13 +69,19 @@ func TestBatchPolicyStride(t *testing.T) {
 		gap      time.Duration // between claims
 		waits    int           // claims that waited, right after their previous slot
 		need     int
+		sharers  int
 		stride   time.Duration // 0: none
 		n        int
 	}{
 		// 1,250 claims/s under a cap of 20,000: slots 600µs apart, as many
 		// as 50ms holds, up to 64.
 		{name: "steady demand under the cap", interval: 50 * time.Microsecond, gap: 800 * time.Microsecond,
-			need: 1, stride: 600 * time.Microsecond, n: 64},
+			need: 1, sharers: 4, stride: 600 * time.Microsecond, n: 64},
+		// Eight replicas claiming as often would use 8/16 of the slots.
+		{name: "as many sharers as half the schedule", interval: 50 * time.Microsecond, gap: 800 * time.Microsecond,
+			need: 1, sharers: 8, stride: 600 * time.Microsecond, n: 64},
+		{name: "schedule more than half used", interval: 50 * time.Microsecond, gap: 800 * time.Microsecond,
+			need: 1, sharers: 9},
 		{name: "several jobs waiting", interval: 50 * time.Microsecond, gap: 800 * time.Microsecond, need: 3},
 		{name: "saturated", interval: 50 * time.Microsecond, gap: 50 * time.Microsecond, waits: 10, need: 1},
 		// Claims 200µs apart: a batch one interval apart serves ten before
@@ -104,7 +110,7 @@ func TestBatchPolicyStride(t *testing.T) {
 				}
 				b.noteSlot(now.Add(tt.gap - lag))
 			}
-			stride, n := b.stride(tt.need)
+			stride, n := b.stride(tt.need, tt.sharers)
 			if stride != tt.stride || n != tt.n {
 				t.Errorf("stride %s × %d, want %s × %d", stride, n, tt.stride, tt.n)
 			}

@@ -253,7 +253,7 @@ func TestGapsNeverGrantAMomentTwice(t *testing.T) {
 }
 
 // Two replicas on a real Redis, each with a job every millisecond under a
-// cap of 20,000/s: slots a stride apart serve the claims with a Redis call
+// cap of 10,000/s: slots a stride apart serve the claims with a Redis call
 // per ten claims or fewer (slots one interval apart serve about two per
 // call: the next ones pass their lateness bound before a job comes), and
 // a claim mostly finds its slot already due.
@@ -264,7 +264,7 @@ func TestStrideServesSteadyDemandWithFewCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	stats := make([]Stats, 2)
 	for i := range stats {
-		p, err := New(srv.Client(), Config{Name: "steady", Rate: 20000})
+		p, err := New(srv.Client(), Config{Name: "steady", Rate: 10000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,5 +288,56 @@ func TestStrideServesSteadyDemandWithFewCalls(t *testing.T) {
 		if perClaim > 0.1 {
 			t.Errorf("replica %d: %.3f Redis calls per claim, want at most 0.1", i, perClaim)
 		}
+	}
+}
+
+// A replica that holds slots a stride apart when a backlog comes does not
+// drain them at its old pace: once its claims wait for their slots it tops
+// up with slots one interval apart, filling the holes between them, and
+// runs at the schedule's rate within milliseconds (490 of 490 claims in
+// the window below; taking its strided slots one by one until they ran
+// out, 185).
+func TestStridedReplicaSwitchesWhenSaturated(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const rate = 10000
+	p, err := New(srv.Client(), Config{Name: "switch", Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(time.Millisecond)
+	for range 300 {
+		<-tick.C
+		if _, err := p.Take(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick.Stop()
+	p.mu.Lock()
+	strided, held := p.strided, len(p.buf)
+	p.mu.Unlock()
+	if !strided {
+		t.Fatalf("after 300 claims a millisecond apart the replica holds %d slots, none granted with a stride", held)
+	}
+	start := time.Now()
+	var claims []time.Duration
+	for time.Since(start) < 100*time.Millisecond {
+		if _, err := p.Take(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, time.Since(start))
+	}
+	from, to := 20*time.Millisecond, 70*time.Millisecond
+	n := 0
+	for _, c := range claims {
+		if c >= from && c < to {
+			n++
+		}
+	}
+	want := 0.5 * rate * (to - from).Seconds()
+	t.Logf("held %d strided slots; %d claims in [%s, %s) of a backlog (the schedule's rate: %.0f)", held, n, from, to, rate*0.98*(to-from).Seconds())
+	if float64(n) < want {
+		t.Errorf("%d claims in [%s, %s) after the backlog came; want at least %.0f (half the rate)", n, from, to, want)
 	}
 }

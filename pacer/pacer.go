@@ -42,6 +42,7 @@ type Pacer struct {
 
 	mu        sync.Mutex
 	buf       []slot        // granted, unclaimed slots in local-time order
+	strided   bool          // buf holds slots granted with a stride (batchPolicy.stride)
 	refilling chan struct{} // non-nil while one refill runs; closed when done
 	batch     batchPolicy
 	clock     *clockMap
@@ -286,7 +287,7 @@ func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Horizon)
 		defer cancel()
 		if r, err := p.reserve(rctx, want, stride, from); err == nil {
-			p.addSlots(r)
+			p.addSlots(r, stride > 0)
 		}
 		p.endRefill(ch)
 	}()
@@ -298,23 +299,41 @@ func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 // the schedule runs on without a gap for the Redis round trip. A replica
 // that asks with a stride tops up from a stride past its latest slot,
 // while slots are still buffered; otherwise only once the caller took the
-// last buffered slot, and not when batches are of one slot. Never while a
-// refill is under way. It begins the refill and returns its channel, size,
-// stride and first moment (Redis clock), or a nil channel. The refill is
-// bounded by one horizon (its slots would be stale after that) and its
-// failures are left to the next claim to meet. p.mu must be held.
+// last buffered slot, and not when batches are of one slot. A saturated
+// replica that holds slots granted with a stride (a backlog came) tops up
+// with slots one interval apart whenever the next slot it holds is more
+// than two intervals after held, so that the holes between its strided
+// slots are not left unused while it drains them.
+// Never while a refill is under way. It begins the refill and returns its
+// channel, size, stride and first moment (Redis clock), or a nil channel.
+// The refill is bounded by one horizon (its slots would be stale after
+// that) and its failures are left to the next claim to meet. p.mu must be
+// held.
 func (p *Pacer) topUpLocked(held, now time.Time) (chan struct{}, int, time.Duration, time.Time) {
+	if len(p.buf) == 0 {
+		p.strided = false
+	}
+	if p.refilling != nil || p.uncertainLocked(now) || p.deg.on {
+		return nil, 0, 0, time.Time{}
+	}
 	latest := held
 	if len(p.buf) > 0 {
 		latest = p.buf[len(p.buf)-1].local
 	}
-	if p.refilling != nil || latest.Sub(now) >= p.cfg.Horizon/2 || p.uncertainLocked(now) || p.deg.on {
-		return nil, 0, 0, time.Time{}
-	}
-	if stride, n := p.strideLocked(1, now); stride > 0 && !p.hint.IsZero() {
+	stride, n := p.strideLocked(1, now)
+	switch {
+	case stride > 0 && !p.hint.IsZero():
+		if latest.Sub(now) >= p.cfg.Horizon/2 {
+			return nil, 0, 0, time.Time{}
+		}
 		return p.beginRefillLocked(), n, stride, p.hint.Add(stride)
+	case p.strided && p.batch.saturated():
+		if p.buf[0].local.Sub(held) <= 2*p.batch.interval {
+			return nil, 0, 0, time.Time{}
+		}
+		return p.beginRefillLocked(), p.batch.size(1, p.sharersNow(), false), 0, time.Time{}
 	}
-	if len(p.buf) > 0 || p.batch.limit(p.sharersNow()) < 2 {
+	if latest.Sub(now) >= p.cfg.Horizon/2 || len(p.buf) > 0 || p.batch.limit(p.sharersNow()) < 2 {
 		return nil, 0, 0, time.Time{}
 	}
 	return p.beginRefillLocked(), p.batch.size(1, p.sharersNow(), false), 0, time.Time{}
@@ -329,7 +348,7 @@ func (p *Pacer) strideLocked(need int, now time.Time) (time.Duration, int) {
 	if p.cfg.Tenants.On() || p.uncertainLocked(now) {
 		return 0, 0
 	}
-	return p.batch.stride(need)
+	return p.batch.stride(need, p.sharersNow())
 }
 
 // beginRefillLocked makes the caller the one refilling; others wait on the
@@ -367,7 +386,7 @@ func (p *Pacer) refill(ctx context.Context, want int, stride time.Duration) erro
 		}
 		return nil
 	}
-	p.addSlots(r)
+	p.addSlots(r, stride > 0)
 	return nil
 }
 
@@ -388,11 +407,22 @@ func (p *Pacer) spread(r Reservation) time.Duration {
 }
 
 // addSlots adds a reservation's slots to the buffer, each at its Redis time
-// mapped to this replica's clock. A slot already past its lateness bound
-// when the reply arrived is forfeited as stale.
-func (p *Pacer) addSlots(r Reservation) {
+// mapped to this replica's clock, keeping the buffer in time order (slots
+// one interval apart may fall between slots held from a grant with a
+// stride); strided says the grant was asked with a stride. A slot already
+// past its lateness bound when the reply arrived is forfeited as stale.
+func (p *Pacer) addSlots(r Reservation, strided bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if strided && r.Granted > 0 {
+		p.strided = true
+	}
+	sorted := len(p.buf)
+	defer func() {
+		if sorted > 0 && len(p.buf) > sorted && p.buf[sorted].local.Before(p.buf[sorted-1].local) {
+			slices.SortFunc(p.buf, func(a, b slot) int { return a.local.Compare(b.local) })
+		}
+	}()
 	now := p.cfg.Clock.Now()
 	p.batch.noteInterval(r.Interval)
 	for i := range r.Granted {
