@@ -193,6 +193,12 @@ if hint > 0 and hint <= now + horizon then
     gaps = false
   end
 end
+-- Gaps found stale, or dropped just above: mark them so at once, whatever
+-- this call writes (a refusal may leave tat where gtat says, and the next
+-- call would take them for valid). Once per drop.
+if not gaps and h[9] ~= false and h[9] ~= '' then
+  redis.call('HSET', KEYS[1], 'gtat', '')
+end
 
 local limit = now + horizon
 local function refuse(first, retry)
