@@ -19,7 +19,7 @@ import (
 // half a second after it landed) a mean at the schedule's rate. How fast
 // one replica switches is TestStridedReplicaSwitchesWhenSaturated (pacer).
 func TestExactSteadyThenBacklog(t *testing.T) {
-	const rate, steady, secs, backlog = 5000.0, 2000.0, 3, 10000
+	const rate, steady, secs, backlog = 5000.0, 2000.0, 3, 15000
 	c := newCluster(t, "redis", rate)
 	c.start(4)
 	warm := c.enqueue("warm", "bob", 200) // connections dialled, scripts loaded
@@ -32,8 +32,8 @@ func TestExactSteadyThenBacklog(t *testing.T) {
 	mon.stop()
 	perJob := float64(mon.pacer.Load()) / float64(c.delivered()-d0)
 	t.Logf("steady %g/s under cap %g/s: %.3f pacer calls per job", steady, rate, perJob)
-	if perJob > 0.2 {
-		t.Errorf("%.3f pacer Redis calls per job under the cap; want at most 0.2 (slots a stride apart)", perJob)
+	if perJob > 0.3 {
+		t.Errorf("%.3f pacer Redis calls per job under the cap; want at most 0.3 (slots a stride apart; about 1 with consecutive slots)", perJob)
 	}
 
 	// At once, while the replicas hold slots a stride apart.

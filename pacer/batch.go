@@ -48,6 +48,9 @@ const (
 	// saturatedScore is the wait score from which a replica counts as
 	// saturated: it always has a job waiting for the next slot.
 	saturatedScore = 0.7
+	// backloggedScore is the wait score from which a replica holding
+	// slots a stride apart counts as backlogged (backlogged).
+	backloggedScore = 0.9
 	// claimGapMemory is the weight of the past in the claim gap's moving
 	// average.
 	claimGapMemory = 4
@@ -143,10 +146,28 @@ func (b *batchPolicy) stride(need, sharers int) (time.Duration, int) {
 	return s, min(b.maxBatch, maxStrideBatch, max(1, int(b.horizon/s)))
 }
 
+// saturatedSize is the batch for a replica leaving slots granted with a
+// stride because its claims wait for them (waiting): a fair share of the
+// horizon at once, from which later batches go on (size).
+func (b *batchPolicy) saturatedSize(sharers int) int {
+	b.next = b.fair(sharers)
+	b.dropped = 0
+	return b.next
+}
+
+// waiting reports whether most recent claims waited for their slot.
+func (b *batchPolicy) waiting() bool { return b.waitScore >= saturatedScore }
+
+// backlogged reports whether nearly every recent claim waited for its
+// slot (ten or so in a row): a replica holding slots a stride apart whose
+// jobs now come faster than them. Steady light demand waits now and then,
+// when two jobs come together, and so stays under it.
+func (b *batchPolicy) backlogged() bool { return b.waitScore >= backloggedScore }
+
 // saturated reports whether most claims waited for their slot and came
 // right after the previous slot: this replica always has a job waiting.
 func (b *batchPolicy) saturated() bool {
-	return b.waitScore >= saturatedScore && b.claimDelay <= b.interval && b.interval > 0
+	return b.waiting() && b.claimDelay <= b.interval && b.interval > 0
 }
 
 // limit bounds a batch: a saturated replica's fair share of the horizon,
@@ -156,6 +177,11 @@ func (b *batchPolicy) limit(sharers int) int {
 	if !b.saturated() {
 		return b.useful()
 	}
+	return b.fair(sharers)
+}
+
+// fair is a fair share of the horizon: its slots over the sharers.
+func (b *batchPolicy) fair(sharers int) int {
 	fair := int(float64(b.horizon) / float64(b.interval) / float64(max(1, sharers)))
 	return min(b.maxBatch, max(1, fair))
 }

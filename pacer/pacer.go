@@ -299,11 +299,14 @@ func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 // the schedule runs on without a gap for the Redis round trip. A replica
 // that asks with a stride tops up from a stride past its latest slot,
 // while slots are still buffered; otherwise only once the caller took the
-// last buffered slot, and not when batches are of one slot. A saturated
-// replica that holds slots granted with a stride (a backlog came) tops up
-// with slots one interval apart whenever the next slot it holds is more
-// than two intervals after held, so that the holes between its strided
-// slots are not left unused while it drains them.
+// last buffered slot, and not when batches are of one slot. A replica that
+// holds slots granted with a stride and whose claims wait for them (a
+// backlog came) tops up with slots one interval apart whenever the next
+// slot it holds is more than two intervals after held, so that the holes
+// between its strided slots are not left unused while it drains them;
+// such a top-up asks for a saturated replica's whole share at once (the
+// batch size its strided spell had shrunk is not grown back one doubling
+// per call).
 // Never while a refill is under way. It begins the refill and returns its
 // channel, size, stride and first moment (Redis clock), or a nil channel.
 // The refill is bounded by one horizon (its slots would be stale after
@@ -327,11 +330,11 @@ func (p *Pacer) topUpLocked(held, now time.Time) (chan struct{}, int, time.Durat
 			return nil, 0, 0, time.Time{}
 		}
 		return p.beginRefillLocked(), n, stride, p.hint.Add(stride)
-	case p.strided && p.batch.saturated():
+	case p.strided && p.batch.backlogged():
 		if p.buf[0].local.Sub(held) <= 2*p.batch.interval {
 			return nil, 0, 0, time.Time{}
 		}
-		return p.beginRefillLocked(), p.batch.size(1, p.sharersNow(), false), 0, time.Time{}
+		return p.beginRefillLocked(), p.batch.saturatedSize(p.sharersNow()), 0, time.Time{}
 	}
 	if latest.Sub(now) >= p.cfg.Horizon/2 || len(p.buf) > 0 || p.batch.limit(p.sharersNow()) < 2 {
 		return nil, 0, 0, time.Time{}
