@@ -74,26 +74,36 @@ func (c *perfCluster) natsMsgs() (in, out int64) {
 // fall due, and returns how many it enqueued.
 func offer(t *testing.T, c *perfCluster, prefix string, rate float64, d time.Duration) int {
 	t.Helper()
+	return len(offerPaced(t, c.q, rate, d, func(i int) *queue.Job {
+		return &queue.Job{ID: fmt.Sprintf("%s-%06d", prefix, i), Lane: "default", Payload: json.RawMessage(`{"text":"hi"}`)}
+	}))
+}
+
+// offerPaced enqueues job(0), job(1), … on q at rate per second for d, in
+// small batches as they fall due, and returns their IDs.
+func offerPaced(t *testing.T, q queue.Queue, rate float64, d time.Duration, job func(i int) *queue.Job) []string {
+	t.Helper()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	start, sent := time.Now(), 0
+	var ids []string
+	start := time.Now()
 	for time.Since(start) < d {
 		<-tick.C
 		due := min(int(rate*time.Since(start).Seconds()), int(rate*d.Seconds()))
-		if due <= sent {
+		if due <= len(ids) {
 			continue
 		}
-		jobs := make([]*queue.Job, 0, due-sent)
-		for i := sent; i < due; i++ {
-			jobs = append(jobs, &queue.Job{ID: fmt.Sprintf("%s-%06d", prefix, i), Lane: "default",
-				Payload: json.RawMessage(`{"text":"hi"}`)})
+		jobs := make([]*queue.Job, 0, due-len(ids))
+		for i := len(ids); i < due; i++ {
+			j := job(i)
+			jobs = append(jobs, j)
+			ids = append(ids, j.ID)
 		}
-		if _, err := c.q.Enqueue(context.Background(), jobs...); err != nil {
+		if _, err := q.Enqueue(context.Background(), jobs...); err != nil {
 			t.Fatal(err)
 		}
-		sent = due
 	}
-	return sent
+	return ids
 }
 
 // perfGrants returns grants/s of one script call per grant (the baseline)

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -28,7 +27,11 @@ func TestExactSteadyThenBacklog(t *testing.T) {
 	mon := monitor(t, c.redis.Addr())
 	d0 := c.delivered()
 	start := time.Now()
-	ids := append(warm, offerSteady(t, c, "steady", steady, secs*time.Second)...)
+	ids := append(warm, offerPaced(t, c.q, steady, secs*time.Second, func(i int) *queue.Job {
+		j := &queue.Job{ID: fmt.Sprintf("steady-%06d", i), User: "bob", Payload: json.RawMessage(`{"text":"hi"}`)}
+		j.Lane = c.prio.Route(j)
+		return j
+	})...)
 	mon.stop()
 	perJob := float64(mon.pacer.Load()) / float64(c.delivered()-d0)
 	t.Logf("steady %g/s under cap %g/s: %.3f pacer calls per job", steady, rate, perJob)
@@ -43,33 +46,4 @@ func TestExactSteadyThenBacklog(t *testing.T) {
 	t.Logf("arrivals per 100ms from 100ms before the backlog landed: %v",
 		countsPer(arrivalTimes(c.prov.Arrivals()), landed.Add(-100*time.Millisecond), 100*time.Millisecond))
 	checkExact(t, c, rate, ids, span{from: start.Add(-time.Minute), to: landed.Add(settle)})
-}
-
-// offerSteady enqueues jobs at rate per second for d, in small batches as
-// they fall due, and returns their IDs.
-func offerSteady(t *testing.T, c *cluster, prefix string, rate float64, d time.Duration) []string {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	var ids []string
-	start := time.Now()
-	for time.Since(start) < d {
-		<-tick.C
-		due := min(int(rate*time.Since(start).Seconds()), int(rate*d.Seconds()))
-		var jobs []*queue.Job
-		for i := len(ids); i < due; i++ {
-			id := fmt.Sprintf("%s-%06d", prefix, i)
-			j := &queue.Job{ID: id, User: "bob", Payload: json.RawMessage(`{"text":"hi"}`)}
-			j.Lane = c.prio.Route(j)
-			jobs = append(jobs, j)
-			ids = append(ids, id)
-		}
-		if len(jobs) == 0 {
-			continue
-		}
-		if _, err := c.q.Enqueue(context.Background(), jobs...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ids
 }

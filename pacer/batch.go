@@ -147,16 +147,13 @@ func (b *batchPolicy) stride(need, sharers int) (time.Duration, int) {
 }
 
 // saturatedSize is the batch for a replica leaving slots granted with a
-// stride because its claims wait for them (waiting): a fair share of the
-// horizon at once, from which later batches go on (size).
+// stride because its claims wait for them (backlogged): a fair share of
+// the horizon at once, from which later batches go on (size).
 func (b *batchPolicy) saturatedSize(sharers int) int {
 	b.next = b.fair(sharers)
 	b.dropped = 0
 	return b.next
 }
-
-// waiting reports whether most recent claims waited for their slot.
-func (b *batchPolicy) waiting() bool { return b.waitScore >= saturatedScore }
 
 // backlogged reports whether nearly every recent claim waited for its
 // slot (ten or so in a row): a replica holding slots a stride apart whose
@@ -167,7 +164,7 @@ func (b *batchPolicy) backlogged() bool { return b.waitScore >= backloggedScore 
 // saturated reports whether most claims waited for their slot and came
 // right after the previous slot: this replica always has a job waiting.
 func (b *batchPolicy) saturated() bool {
-	return b.waiting() && b.claimDelay <= b.interval && b.interval > 0
+	return b.waitScore >= saturatedScore && b.claimDelay <= b.interval && b.interval > 0
 }
 
 // limit bounds a batch: a saturated replica's fair share of the horizon,

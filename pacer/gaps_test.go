@@ -13,25 +13,6 @@ import (
 	"github.com/sluicehq/sluice/internal/testredis"
 )
 
-// sharer is one more replica on the timeline's schedule.
-func sharer(t *testing.T, m *redisTime, cfg Config) *Pacer {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	cfg.Clock = m
-	if cfg.Name == "" {
-		cfg.Name = "timeline"
-	}
-	if cfg.Headroom == 0 {
-		cfg.Headroom = -1
-	}
-	p, err := New(rdb, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // offsets are a reservation's slots as offsets from t0.
 func offsets(r Reservation) []time.Duration {
 	out := make([]time.Duration, r.Granted)

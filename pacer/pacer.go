@@ -420,12 +420,7 @@ func (p *Pacer) addSlots(r Reservation, strided bool) {
 	if strided && r.Granted > 0 {
 		p.strided = true
 	}
-	sorted := len(p.buf)
-	defer func() {
-		if sorted > 0 && len(p.buf) > sorted && p.buf[sorted].local.Before(p.buf[sorted-1].local) {
-			slices.SortFunc(p.buf, func(a, b slot) int { return a.local.Compare(b.local) })
-		}
-	}()
+	had := len(p.buf)
 	now := p.cfg.Clock.Now()
 	p.batch.noteInterval(r.Interval)
 	for i := range r.Granted {
@@ -440,6 +435,15 @@ func (p *Pacer) addSlots(r Reservation, strided bool) {
 		}
 		p.buf = append(p.buf, slot{local: local, stamp: st, tenant: r.tenant(i)})
 	}
+	if had > 0 && len(p.buf) > had && p.buf[had].local.Before(p.buf[had-1].local) {
+		p.sortBufLocked()
+	}
+}
+
+// sortBufLocked puts the buffer back in local-time order. p.mu must be
+// held.
+func (p *Pacer) sortBufLocked() {
+	slices.SortFunc(p.buf, func(a, b slot) int { return a.local.Compare(b.local) })
 }
 
 // giveBack returns claimed slots to the buffer for other waiters.
@@ -450,7 +454,7 @@ func (p *Pacer) giveBack(held []slot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.buf = append(p.buf, held...)
-	slices.SortFunc(p.buf, func(a, b slot) int { return a.local.Compare(b.local) })
+	p.sortBufLocked()
 }
 
 // dropExpiredLocked forfeits unclaimed slots more than MaxLateness past

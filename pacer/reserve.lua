@@ -193,21 +193,24 @@ if hint > 0 and hint <= now + horizon then
     gaps = false
   end
 end
--- Gaps found stale, or dropped just above: mark them so at once, whatever
--- this call writes (a refusal may leave tat where gtat says, and the next
--- call would take them for valid). Once per drop.
-if not gaps and h[9] ~= false and h[9] ~= '' then
-  redis.call('HSET', KEYS[1], 'gtat', '')
-end
-
 local limit = now + horizon
-local function refuse(first, retry)
-  local fields = {'last_now', f(now), 'tat', f(tat), 'rate', ARGV[1], 'burst', ARGV[2], 'seq', tostring(seq)}
+-- save writes the schedule's state (every call that gets this far ends in
+-- it): tat, the caller's configuration, seq, and the gaps' marks: where
+-- this call leaves them (gtat, giv) while they hold, or cleared when they
+-- were found stale or dropped above, whatever the call does (a refusal may
+-- leave tat where gtat says, and the next call would take them for valid).
+local function save()
+  local fields = {'tat', f(tat), 'last_now', f(now), 'rate', ARGV[1], 'burst', ARGV[2], 'seq', tostring(seq)}
   if gaps then
+    for _, v in ipairs({'gtat', f(tat), 'giv', f(interval)}) do fields[#fields + 1] = v end
+  elseif h[9] ~= false and h[9] ~= '' then
     fields[#fields + 1] = 'gtat'
-    fields[#fields + 1] = f(tat)
+    fields[#fields + 1] = ''
   end
   redis.call('HSET', KEYS[1], unpack(fields))
+end
+local function refuse(first, retry)
+  save()
   return reply(0, first, retry, '')
 end
 
@@ -238,7 +241,7 @@ if stride <= interval and from <= 0 and not gaps then
   if n > want then n = want end
   tat = first + n * interval
   seq = seq + 1
-  redis.call('HSET', KEYS[1], 'tat', f(tat), 'last_now', f(now), 'rate', ARGV[1], 'burst', ARGV[2], 'seq', tostring(seq))
+  save()
 else
   -- The walk: each slot the earliest gap or grid point at or after the
   -- cursor, which starts where this caller can use a slot (and at from)
@@ -317,11 +320,7 @@ else
   end
   first = stamps[1]
   seq = seq + 1
-  local fields = {'tat', f(tat), 'last_now', f(now), 'rate', ARGV[1], 'burst', ARGV[2], 'seq', tostring(seq)}
-  if gaps then
-    for _, v in ipairs({'gtat', f(tat), 'giv', f(interval)}) do fields[#fields + 1] = v end
-  end
-  redis.call('HSET', KEYS[1], unpack(fields))
+  save()
   local contiguous = true
   for i = 2, n do
     if math.abs(stamps[i] - stamps[i - 1] - interval) > 0.01 then contiguous = false end

@@ -55,23 +55,33 @@ func newTimeline(t *testing.T, cfg Config) (*Pacer, *redisTime) {
 	t.Helper()
 	m := &redisTime{Miniredis: miniredis.RunT(t), now: t0}
 	m.SetTime(t0)
-	cfg.Clock = m
+	if cfg.Name == "" {
+		cfg.Name = "timeline"
+	}
+	// An existing, idle schedule: a fresh one starts one horizon ahead
+	// (TestScheduleStartsAfterStateLoss).
+	m.HSet(key(cfg.Name), "tat", "1", "last_now", "1")
+	return sharer(t, m, cfg), m
+}
+
+// sharer is a replica on m's schedule (the timeline's, unless cfg names
+// another), on a client of its own, its clock m's.
+func sharer(t *testing.T, m *redisTime, cfg Config) *Pacer {
+	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
+	cfg.Clock = m
 	if cfg.Name == "" {
 		cfg.Name = "timeline"
 	}
 	if cfg.Headroom == 0 {
 		cfg.Headroom = -1 // timelines count exact intervals
 	}
-	// An existing, idle schedule: a fresh one starts one horizon ahead
-	// (TestScheduleStartsAfterStateLoss).
-	m.HSet(key(cfg.Name), "tat", "1", "last_now", "1")
 	p, err := New(rdb, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return p, m
+	return p
 }
 
 func run(t *testing.T, p *Pacer, m *redisTime, steps []step) {
