@@ -34,7 +34,7 @@ func TestBenchTablePerf(t *testing.T) {
 	for _, b := range []string{"baseline", "redis", "nats"} {
 		f := &perfFigures{}
 		runtime.GC()
-		f.latency = perfLatency(t, b)
+		f.latency, f.rode = perfLatency(t, b)
 		f.hop = perfHop(t, b)
 		runtime.GC()
 		f.ceilingFigures = perfCeiling(t, b)
@@ -52,6 +52,7 @@ func TestBenchTablePerf(t *testing.T) {
 type perfFigures struct {
 	ceilingFigures
 	latency [3]time.Duration
+	rode    float64          // share of the latency run's jobs whose slot rode on their fetch (pacer.Ride)
 	hop     [2]time.Duration // the queue's part of the latency: p50, p99
 	load    loadFigures
 	grants  float64 // pacer grants/s, 4 × 8 callers
@@ -185,8 +186,9 @@ func (c *perfCluster) run(t *testing.T) {
 }
 
 // perfLatency offers 200 jobs/s at cap 500: enqueue → provider arrival of
-// 1,000 jobs after 100 unmeasured.
-func perfLatency(t *testing.T, backend string) (l [3]time.Duration) {
+// 1,000 jobs after 100 unmeasured, and the share of all jobs whose slot
+// came with their fetch (sluice_pacer_rides_total; 0 for the baseline).
+func perfLatency(t *testing.T, backend string) (l [3]time.Duration, rode float64) {
 	const offered, warmup, jobs = 200, 100, 1000
 	t.Run("latency-"+backend, func(t *testing.T) {
 		c := newPerfCluster(t, backend, 500)
@@ -212,8 +214,15 @@ func perfLatency(t *testing.T, backend string) (l [3]time.Duration) {
 		}
 		slices.Sort(waits)
 		l = [3]time.Duration{mockprovider.Percentile(waits, 50), mockprovider.Percentile(waits, 99), waits[len(waits)-1]}
+		if c.list == "" {
+			m, err := scrapeAll(c.cluster)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rode = m.rides / (warmup + jobs)
+		}
 	})
-	return l
+	return l, rode
 }
 
 // perfCeiling drains a 30,000-job backlog with no cap and returns jobs/s,

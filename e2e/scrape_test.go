@@ -102,6 +102,7 @@ type metricSet struct {
 	effective float64            // sluice_pacer_effective_rate, the last replica's
 	cuts      float64            // sluice_pacer_rate_cuts_total, summed
 	holds     float64            // sluice_pacer_holds_total, summed
+	rides     float64            // sluice_pacer_rides_total, summed
 }
 
 // parseMetrics folds one /metrics body into m.
@@ -136,6 +137,8 @@ func (m *metricSet) parseMetrics(r io.Reader) error {
 			m.cuts += v
 		case "sluice_pacer_holds_total":
 			m.holds += v
+		case "sluice_pacer_rides_total":
+			m.rides += v
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -61,7 +61,13 @@ func (c *clockMap) add(s, r, at time.Time) {
 	c.next = (c.next + 1) % clockSamples
 	c.n = min(c.n+1, clockSamples)
 	c.best = c.pick(r)
-	// How long after the script ran (on the mapped clock) the reply came.
+	c.addLead(r, at)
+}
+
+// addLead records how long after the script ran at Redis time at (on the
+// mapped clock) its reply arrived, at r: also for a reply that is no clock
+// sample (a ride's, whose sending time says nothing of when it ran).
+func (c *clockMap) addLead(r, at time.Time) {
 	c.leads[c.nlead%leadSamples] = max(r.Sub(c.local(at)), 0)
 	c.nlead++
 }

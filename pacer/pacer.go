@@ -58,6 +58,7 @@ type Pacer struct {
 	calls, granted, used, waitNanos atomic.Int64
 	unclaimed, stale, late          atomic.Int64
 	ineligible                      atomic.Int64 // slots no job was allowed to take (tenants.go)
+	rides, idle                     atomic.Int64 // rides granted a slot, and slots of rides that brought no job (ride.go)
 
 	demand      atomic.Pointer[func() []TenantDemand] // tenants waiting here (tenants.go)
 	tenantMu    sync.Mutex

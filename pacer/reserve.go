@@ -80,24 +80,13 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 		return Reservation{}, fmt.Errorf("pacer: reserve: n must be at least 1, got %d", n)
 	}
 	p.mu.Lock()
-	lead := max(0, p.clock.lead()-p.cfg.MaxLateness/2)
-	var hint int64
-	if !p.hint.IsZero() {
-		hint = p.hint.UnixMicro()
-	}
-	seq := p.seq
+	keys, args := p.reserveArgsLocked(n, stride, from, false)
 	p.mu.Unlock()
-	var fromUs int64
-	if !from.IsZero() {
-		fromUs = from.UnixMicro()
-	}
 	tkeys, targs, tnames := p.tenantArgs()
+	keys, args = append(keys, tkeys...), append(args, targs...)
 	p.calls.Add(1)
 	sent := p.cfg.Clock.Now()
-	v, err := reserveScript.Run(ctx, p.rdb, append([]string{p.key, p.gapsKey}, tkeys...),
-		append([]any{p.cfg.Rate, p.cfg.Burst, n, p.cfg.Horizon.Microseconds(), pausePoll.Microseconds(),
-			max(p.cfg.Headroom, 0), lead.Microseconds(), hint, adaptiveArg(p.cfg.Adaptive.Enabled),
-			stride.Microseconds(), seq, fromUs}, targs...)...).Result()
+	v, err := reserveScript.Run(ctx, p.rdb, keys, args...).Result()
 	recv := p.cfg.Clock.Now()
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -117,6 +106,30 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 	p.mu.Unlock()
 	p.granted.Add(int64(r.Granted))
 	return r, nil
+}
+
+// reserveArgsLocked returns reserve.lua's keys and arguments for a call
+// asking for n slots at least stride apart, none before from (Redis clock;
+// zero: none), as a ride or not, before the tenants' (tenantArgs). p.mu
+// must be held.
+func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, ride bool) (keys []string, args []any) {
+	lead := max(0, p.clock.lead()-p.cfg.MaxLateness/2)
+	var hint, fromUs int64
+	if !p.hint.IsZero() {
+		hint = p.hint.UnixMicro()
+	}
+	if !from.IsZero() {
+		fromUs = from.UnixMicro()
+	}
+	rideArg := "0"
+	if ride {
+		rideArg = "1"
+	}
+	keys = []string{p.key, p.gapsKey}
+	args = []any{p.cfg.Rate, p.cfg.Burst, n, p.cfg.Horizon.Microseconds(), pausePoll.Microseconds(),
+		max(p.cfg.Headroom, 0), lead.Microseconds(), hint, adaptiveArg(p.cfg.Adaptive.Enabled),
+		stride.Microseconds(), p.seq, fromUs, rideArg}
+	return keys, args
 }
 
 // adaptiveArg tells reserve.lua whether the effective rate applies.
@@ -196,8 +209,11 @@ type Stats struct {
 	// took it before its deadline), "stale" (the reply that granted it
 	// came after its deadline), "late" (the waiter, or the caller through
 	// Forfeit, could not send before its deadline), "ineligible" (the
-	// caller held only jobs of tenants over their limits: Unused).
+	// caller held only jobs of tenants over their limits: Unused), "idle"
+	// (granted to a ride whose blocking read brought no job: Ride).
 	Forfeited map[string]int64
+	// Rides counts rides that were granted a slot (Ride).
+	Rides int64
 	// ClockOffset is the Redis clock minus this replica's clock, as
 	// estimated from the fastest recent round trips.
 	ClockOffset time.Duration
@@ -215,6 +231,9 @@ const (
 	// ForfeitIneligible counts slots that came when every job held was of
 	// a tenant over its limit (Unused).
 	ForfeitIneligible = "ineligible"
+	// ForfeitIdle counts slots granted to a ride whose blocking read
+	// brought no job (Ride): taken only while the schedule was idle.
+	ForfeitIdle = "idle"
 )
 
 // Stats returns this replica's counters.
@@ -228,8 +247,9 @@ func (p *Pacer) Stats() Stats {
 		Expired: p.unclaimed.Load(), WaitTime: time.Duration(p.waitNanos.Load()),
 		Forfeited: map[string]int64{
 			ForfeitUnclaimed: p.unclaimed.Load(), ForfeitStale: p.stale.Load(), ForfeitLate: p.late.Load(),
-			ForfeitIneligible: p.ineligible.Load(),
+			ForfeitIneligible: p.ineligible.Load(), ForfeitIdle: p.idle.Load(),
 		},
+		Rides:       p.rides.Load(),
 		ClockOffset: off, ClockUncertainty: unc, DegradedStats: deg,
 	}
 }

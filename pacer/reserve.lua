@@ -20,13 +20,15 @@
 -- ARGV[12] -> from, microseconds since the epoch: grant no slot before it
 --            (0: none); a caller topping up slots it holds asks from its
 --            latest one plus a stride
+-- ARGV[13] -> "1" for a ride (see Rides below): grant only while the
+--            schedule is idle
 -- KEYS[2] -> the schedule's gaps: sluice:{name}:gaps (see Gaps below)
 --
 -- With tenant limits (pacer.tenants), two more keys and arguments:
 -- KEYS[3] -> the tenants' schedules: sluice:{name}:tenants (tenant -> tat)
 -- KEYS[4] -> the operator's tenant rates: sluice:{name}:tenant_rates
--- ARGV[13] -> m, how many tenants follow
--- ARGV[14..] -> m triples: tenant, configured rate (0: none), slots its waiting jobs need
+-- ARGV[14] -> m, how many tenants follow
+-- ARGV[15..] -> m triples: tenant, configured rate (0: none), slots its waiting jobs need
 --
 -- Returns an array of strings:
 --   [1] granted slots (0 when paused, when the schedule is full to the
@@ -91,6 +93,15 @@
 -- slots counts seq up and returns it; a caller that has seen a seq the
 -- state has not reached proves the rollback, and the schedule restarts one
 -- horizon after now, with no gaps, as after a loss.
+--
+-- Rides. A replica waiting in a blocking read of the queue sends a call
+-- right behind it on the same connection (pacer.Ride), which Redis runs
+-- the moment the read returns: the slot comes with the job instead of one
+-- round trip after it. The read may also end with no job, so a ride takes
+-- only a moment nobody else wants: it is granted only when the schedule is
+-- idle (no slot of it is held after now: tat, past the burst's floor, is
+-- not ahead of now), at the caller's first usable moment. Otherwise it is
+-- refused and writes nothing, as if it had not run.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -118,20 +129,20 @@ local interval = 1000000 / (rate * (1 - headroom))
 local f = function(x) return string.format('%.3f', x) end
 
 -- Tenants: their rates (the operator's override, else the configured one).
-local m = tonumber(ARGV[13] or '0')
+local m = tonumber(ARGV[14] or '0')
 local tname, trate, twant, ttat = {}, {}, {}, {}
 local rates = {}
 if m > 0 then
   local names = {}
-  for j = 1, m do names[j] = ARGV[11 + 3 * j] end
+  for j = 1, m do names[j] = ARGV[12 + 3 * j] end
   local ov = redis.call('HMGET', KEYS[4], unpack(names))
   local tats = redis.call('HMGET', KEYS[3], unpack(names))
   for j = 1, m do
     tname[j] = names[j]
-    local r = tonumber(ov[j]) or tonumber(ARGV[12 + 3 * j]) or 0
+    local r = tonumber(ov[j]) or tonumber(ARGV[13 + 3 * j]) or 0
     if r < 0 then r = 0 end
     trate[j] = r
-    twant[j] = tonumber(ARGV[13 + 3 * j]) or 0
+    twant[j] = tonumber(ARGV[14 + 3 * j]) or 0
     ttat[j] = tonumber(tats[j]) or 0
     rates[j] = f(r)
   end
@@ -192,6 +203,11 @@ if hint > 0 and hint <= now + horizon then
     tat = hint + interval
     gaps = false
   end
+end
+-- A ride takes only an idle moment (see Rides above); refused, it leaves
+-- the state as it found it.
+if ARGV[13] == '1' and tat > now then
+  return reply(0, tat, 0, '')
 end
 local limit = now + horizon
 -- save writes the schedule's state (every call that gets this far ends in

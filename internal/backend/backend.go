@@ -47,6 +47,10 @@ type Options struct {
 	NATS *nats.Conn
 	// Log receives the queue's logs. Zero means slog.Default().
 	Log *slog.Logger
+	// Rider, when set, gives the redis backend what to send behind each
+	// blocking read (redisq.WithRider): the replica's pacer rides its
+	// call for a slot there. Other backends ignore it.
+	Rider func() redisq.Rider
 }
 
 // opener opens one backend's queue from cfg and returns it with the
@@ -118,8 +122,12 @@ func openRedis(_ context.Context, cfg *config.Config, qcfg queue.Config, o Optio
 		rdb = c
 		closers = append(closers, c.Close)
 	}
-	q, err := redisq.New(rdb, qcfg, redisq.WithLogger(o.Log),
-		redisq.WithMinReplicas(cfg.Redis.MinReplicasAcked, cfg.Redis.MinReplicasTimeout))
+	opts := []redisq.Option{redisq.WithLogger(o.Log),
+		redisq.WithMinReplicas(cfg.Redis.MinReplicasAcked, cfg.Redis.MinReplicasTimeout)}
+	if o.Rider != nil {
+		opts = append(opts, redisq.WithRider(o.Rider))
+	}
+	q, err := redisq.New(rdb, qcfg, opts...)
 	if err != nil {
 		return nil, closers, err
 	}

@@ -177,9 +177,12 @@ var (
 		[]string{"kind"}, nil)
 	grantedDesc = prometheus.NewDesc("sluice_pacer_slots_granted_total",
 		"Pacer slots granted to this replica.", nil, nil)
+	ridesDesc = prometheus.NewDesc("sluice_pacer_rides_total",
+		"Slots granted to a pacer call sent behind the queue's blocking read (redis backend), which came with the job instead of one round trip after it.", nil, nil)
 	forfeitedDesc = prometheus.NewDesc("sluice_pacer_slots_forfeited_total",
 		"Pacer slots granted to this replica and given up unspent, by reason: unclaimed (no job took it before its deadline), "+
-			"stale (granted by a reply that came after its deadline), late (its request could not leave before its deadline).",
+			"stale (granted by a reply that came after its deadline), late (its request could not leave before its deadline), "+
+			"ineligible (every job held was of a tenant over its limit), idle (granted to a ride whose read brought no job).",
 		[]string{"reason"}, nil)
 	offsetDesc = prometheus.NewDesc("sluice_pacer_clock_offset_seconds",
 		"The Redis clock minus this replica's clock, as the pacer estimates it.", nil, nil)
@@ -208,7 +211,7 @@ var (
 
 // forfeitReasons are the reasons of pacer.Stats.Forfeited, each exported
 // from the start.
-var forfeitReasons = []string{"unclaimed", "stale", "late", "ineligible"}
+var forfeitReasons = []string{"unclaimed", "stale", "late", "ineligible", "idle"}
 
 func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- depthDesc
@@ -216,6 +219,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- deadDesc
 	ch <- rateDesc
 	ch <- grantedDesc
+	ch <- ridesDesc
 	ch <- forfeitedDesc
 	ch <- offsetDesc
 	ch <- uncertaintyDesc
@@ -265,6 +269,7 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 // collectPacer sends the pacer's counters and clock estimate.
 func collectPacer(ch chan<- prometheus.Metric, st pacer.Stats) {
 	ch <- prometheus.MustNewConstMetric(grantedDesc, prometheus.CounterValue, float64(st.Granted))
+	ch <- prometheus.MustNewConstMetric(ridesDesc, prometheus.CounterValue, float64(st.Rides))
 	for _, r := range forfeitReasons {
 		ch <- prometheus.MustNewConstMetric(forfeitedDesc, prometheus.CounterValue, float64(st.Forfeited[r]), r)
 	}

@@ -71,8 +71,8 @@ sluice_pacer_clock_uncertainty_seconds 0.0002
 		"sluice_pacer_clock_offset_seconds", "sluice_pacer_clock_uncertainty_seconds"); err != nil {
 		t.Error(err)
 	}
-	if got := forfeited(t, reg); !maps.Equal(got, map[string]float64{"unclaimed": 0, "stale": 0, "late": 2, "ineligible": 0}) {
-		t.Errorf("sluice_pacer_slots_forfeited_total = %v, want unclaimed 0, stale 0, late 2, ineligible 0", got)
+	if got := forfeited(t, reg); !maps.Equal(got, map[string]float64{"unclaimed": 0, "stale": 0, "late": 2, "ineligible": 0, "idle": 0}) {
+		t.Errorf("sluice_pacer_slots_forfeited_total = %v, want unclaimed 0, stale 0, late 2, ineligible 0, idle 0", got)
 	}
 	if got := testutil.CollectAndCount(m.late); got != 1 {
 		t.Errorf("sluice_send_lateness_seconds series: %d, want 1", got)
@@ -102,8 +102,8 @@ func TestMetricsCollectAndLint(t *testing.T) {
 	}
 	// A pacer with no forfeits yet (an empty map) still exports every reason at 0.
 	if n := testutil.CollectAndCount(&scraped{src: Sources{PacerStats: func() pacer.Stats { return pacer.Stats{} }}},
-		"sluice_pacer_slots_forfeited_total"); n != 4 {
-		t.Errorf("sluice_pacer_slots_forfeited_total series with no forfeits: %d, want 4 (unclaimed, stale, late, ineligible)", n)
+		"sluice_pacer_slots_forfeited_total"); n != 5 {
+		t.Errorf("sluice_pacer_slots_forfeited_total series with no forfeits: %d, want 5 (unclaimed, stale, late, ineligible, idle)", n)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 	"github.com/sluicehq/sluice/sink"
 )
 
@@ -85,7 +86,15 @@ func (p *Parts) open(ctx context.Context, opts Options) error {
 		return fmt.Errorf("replica: pacer: %w", err)
 	}
 	p.Pacer = pc
-	q, closeQueue, err := backend.Open(ctx, p.Config, backend.Options{Consumer: p.ID, Redis: p.Redis, NATS: opts.NATS, Log: p.Log})
+	// The pacer's call for a slot rides on the queue's blocking reads
+	// (pacer.Ride): both share p.Redis.
+	ride := func() redisq.Rider {
+		if r := pc.Ride(); r != nil {
+			return r
+		}
+		return nil
+	}
+	q, closeQueue, err := backend.Open(ctx, p.Config, backend.Options{Consumer: p.ID, Redis: p.Redis, NATS: opts.NATS, Log: p.Log, Rider: ride})
 	if err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}

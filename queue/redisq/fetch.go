@@ -120,16 +120,24 @@ func (q *Queue) take(lane string, n int) ([]queue.Delivery, time.Duration, error
 	return ds, time.Duration(next) * time.Millisecond, nil
 }
 
-// block waits up to d for new entries of lane with XREADGROUP BLOCK.
+// block waits up to d for new entries of lane with XREADGROUP BLOCK, with
+// a rider behind it when WithRider gives one.
 func (q *Queue) block(lane string, n int, d time.Duration) ([]queue.Delivery, error) {
-	ctx := context.Background() // the reply must be read: see Fetch
-	streams, err := q.client.XReadGroup(ctx, &redis.XReadGroupArgs{
+	args := &redis.XReadGroupArgs{
 		Group:    group,
 		Consumer: q.cfg.Consumer,
 		Streams:  []string{q.keys.lane(lane), ">"},
 		Count:    int64(n),
 		Block:    d,
-	}).Result()
+	}
+	var streams []redis.XStream
+	var err error
+	if r := q.rider(d); r != nil {
+		streams, err = q.blockRiding(args, r)
+	} else {
+		ctx := context.Background() // the reply must be read: see Fetch
+		streams, err = q.client.XReadGroup(ctx, args).Result()
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

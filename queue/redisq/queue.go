@@ -50,6 +50,7 @@ type Queue struct {
 
 	minReplicas    int           // WithMinReplicas: replicas each enqueue waits for
 	replicaTimeout time.Duration // and for how long
+	ride           func() Rider  // WithRider: what to send behind each blocking read
 
 	closeOnce sync.Once
 	closed    chan struct{}

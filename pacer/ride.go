@@ -1,0 +1,105 @@
+package pacer
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A Ride is one Reserve call for a single slot, sent behind a command that
+// waits (a blocking read of the queue) on the same Redis connection, in
+// the same round trip: Redis runs it the moment the read returns, so an
+// idle replica's slot comes with its job instead of one round trip after
+// it. The read may as well end with no job, so a ride takes only a moment
+// nobody else wants: reserve.lua grants it only while the schedule is idle
+// (no slot of it held after now; see Rides in reserve.lua) and otherwise
+// refuses it without writing anything; the replica then asks as usual.
+//
+// A ride's reply is no clock sample (when Redis ran it within the round
+// trip is unknown), but it still tells how long replies take to arrive
+// after the script ran (the lead).
+type Ride struct {
+	p   *Pacer
+	cmd *redis.Cmd
+}
+
+// Ride returns a ride to send behind a blocking read, or nil when the
+// replica should not ride now: it holds slots or is asking for some, its
+// clock map is unsettled or too uncertain to place a slot, it stands
+// aside, paces locally while Redis is away, or pacer.tenants is on (a
+// ride knows nothing of the tenants waiting).
+func (p *Pacer) Ride() *Ride {
+	if p.cfg.Tenants.On() {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Clock.Now()
+	if len(p.buf) > 0 || p.refilling != nil || p.deg.on || p.clock.n < asideSamples ||
+		p.uncertainLocked(now) || p.unsettledLocked(now) || p.asideLocked(now) != nil {
+		return nil
+	}
+	return &Ride{p: p}
+}
+
+// Send queues the ride's call in pipe, behind the commands already there.
+// pipe must run on the Redis of the pacer's schedule (the same server and
+// connection: a pipeline of a redis.Client, not of a cluster client).
+func (r *Ride) Send(ctx context.Context, pipe redis.Pipeliner) {
+	p := r.p
+	p.mu.Lock()
+	keys, args := p.reserveArgsLocked(1, 0, time.Time{}, true)
+	p.mu.Unlock()
+	p.calls.Add(1)
+	r.cmd = reserveScript.EvalSha(ctx, pipe, keys, args...)
+}
+
+// Landed takes the ride's reply once the pipeline's replies are read;
+// jobs is how many jobs the read in front brought. With jobs, a granted
+// slot joins this replica's buffer like any other; with none it is
+// forfeited at once as "idle" (no job came for it). A ride that failed
+// (NOSCRIPT after Redis lost its scripts, a broken connection) or was
+// refused grants nothing, and the replica asks as usual.
+func (r *Ride) Landed(jobs int) {
+	if r.cmd == nil {
+		return
+	}
+	p := r.p
+	recv := p.cfg.Clock.Now()
+	v, err := r.cmd.Result()
+	if err != nil {
+		return
+	}
+	res, err := parseReservation(v, nil)
+	if err != nil {
+		if l := p.cfg.Log; l != nil {
+			l.Warn("pacer: ride: unreadable reply", "err", err)
+		}
+		return
+	}
+	p.mu.Lock()
+	p.seq = max(p.seq, res.Seq)
+	p.clock.addLead(recv, res.Now)
+	if res.Granted > 0 {
+		p.deg.noteReplyLocked(res, recv, p.clock, p.cfg.Horizon)
+	}
+	p.mu.Unlock()
+	if res.Granted == 0 {
+		return
+	}
+	p.granted.Add(int64(res.Granted))
+	p.rides.Add(1)
+	if jobs == 0 {
+		p.idle.Add(int64(res.Granted))
+		// The slot is not used, but the schedule moved past it: later
+		// calls must not restart behind it.
+		p.mu.Lock()
+		if st := res.Slot(res.Granted - 1); st.After(p.hint) {
+			p.hint = st
+		}
+		p.mu.Unlock()
+		return
+	}
+	p.addSlots(res, false)
+}

@@ -1,0 +1,221 @@
+package pacer
+
+import (
+	"context"
+	"maps"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testredis"
+)
+
+// settle makes the clock samples a pacer needs before it rides (Reserve
+// calls whose slots go unused), and returns the last slot granted.
+func settle(t *testing.T, p *Pacer) time.Time {
+	t.Helper()
+	var last time.Time
+	for range asideSamples {
+		r, err := p.Reserve(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Granted > 0 {
+			last = r.Slot(r.Granted - 1)
+		}
+	}
+	return last
+}
+
+// rideBehind sends ride in one pipeline behind front, runs it and lands
+// it with jobs.
+func rideBehind(t *testing.T, rdb *redis.Client, ride *Ride, jobs int, front func(redis.Pipeliner)) {
+	t.Helper()
+	ctx := context.Background()
+	pipe := rdb.Pipeline()
+	front(pipe)
+	ride.Send(ctx, pipe)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ride.Landed(jobs)
+}
+
+func ping(pipe redis.Pipeliner) { pipe.Ping(context.Background()) }
+
+// buffered is the Redis stamps of the slots p holds.
+func buffered(p *Pacer) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []time.Time
+	for _, s := range p.buf {
+		out = append(out, s.stamp)
+	}
+	return out
+}
+
+// A ride takes a moment of the schedule only while it is idle: granted at
+// the caller's first usable moment when nobody holds slots after now
+// (also when gaps are kept); refused, writing nothing, when others do; and
+// a ride whose read brought no job forfeits its slot as "idle" at once.
+func TestRideTakesOnlyAnIdleMoment(t *testing.T) {
+	cfg := Config{Rate: 1000, Horizon: 20 * ms}
+	a, m := newTimeline(t, cfg)
+	b := sharer(t, m, cfg)
+	rdb := a.rdb.(*redis.Client)
+	settle(t, a) // slots at 0–7ms, unused
+
+	state := func() map[string]string {
+		h, err := rdb.HGetAll(context.Background(), key("timeline")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+
+	// Idle at 10ms: the ride's slot is at 10ms, and it is this replica's.
+	m.SetTime(t0.Add(10 * ms))
+	ride := a.Ride()
+	if ride == nil {
+		t.Fatal("no ride from a settled replica that holds no slot")
+	}
+	rideBehind(t, rdb, ride, 1, ping)
+	if got := buffered(a); len(got) != 1 || !got[0].Equal(t0.Add(10*ms)) {
+		t.Fatalf("after an idle ride: buffered %v, want one slot at 10ms", got)
+	}
+	if a.Ride() != nil {
+		t.Fatal("a ride offered while the replica holds a slot")
+	}
+	a.mu.Lock()
+	a.buf = nil // spent
+	a.mu.Unlock()
+
+	// B holds slots up to 16ms: a ride at 12ms is refused and the state is
+	// as it was.
+	m.SetTime(t0.Add(12 * ms))
+	if r, err := b.Reserve(context.Background(), 5); err != nil || r.Granted != 5 {
+		t.Fatalf("b: %+v, %v", r, err)
+	}
+	before := state()
+	rideBehind(t, rdb, a.Ride(), 1, ping)
+	if got, after := buffered(a), state(); len(got) != 0 || !maps.Equal(before, after) {
+		t.Fatalf("ride while others hold slots ahead: buffered %v, state %v → %v; want nothing granted, nothing written", got, before, after)
+	}
+
+	// B leaves gaps (a grant with a stride at 20ms: 20 and 24, gaps at
+	// 21–23); at 30ms nothing is held ahead: the ride's slot is at 30ms,
+	// through the gaps' walk.
+	m.SetTime(t0.Add(20 * ms))
+	if r, err := b.reserve(context.Background(), 2, 4*ms, time.Time{}); err != nil || r.Granted != 2 {
+		t.Fatalf("b with a stride: %+v, %v", r, err)
+	}
+	m.SetTime(t0.Add(30 * ms))
+	rideBehind(t, rdb, a.Ride(), 1, ping)
+	if got := buffered(a); len(got) != 1 || !got[0].Equal(t0.Add(30*ms)) {
+		t.Fatalf("ride after a stride grant: buffered %v, want one slot at 30ms", got)
+	}
+	a.mu.Lock()
+	a.buf = nil
+	a.mu.Unlock()
+
+	// At 40ms, a ride whose read brought no job: its slot is forfeited as
+	// idle, and the schedule moved past it.
+	m.SetTime(t0.Add(40 * ms))
+	rideBehind(t, rdb, a.Ride(), 0, ping)
+	st := a.Stats()
+	if got := buffered(a); len(got) != 0 || st.Forfeited[ForfeitIdle] != 1 || st.Rides != 3 {
+		t.Fatalf("ride with no job: buffered %v, idle forfeits %d, rides %d; want none, 1, 3", got, st.Forfeited[ForfeitIdle], st.Rides)
+	}
+	if tat, _ := strconv.ParseFloat(state()["tat"], 64); tat != float64(t0.Add(41*ms).UnixMicro()) {
+		t.Fatalf("tat after the idle ride: %v, want 41ms", tat)
+	}
+}
+
+// No ride from a replica whose clock map is not settled, that holds
+// slots, or that has tenant limits.
+func TestRideDeclined(t *testing.T) {
+	cfg := Config{Rate: 1000, Horizon: 20 * ms}
+	a, _ := newTimeline(t, cfg)
+	if a.Ride() != nil {
+		t.Fatal("a ride before the clock map has its samples")
+	}
+	settle(t, a)
+	if _, err := a.Take(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(buffered(a)) > 0 && a.Ride() != nil {
+		t.Fatal("a ride while holding slots")
+	}
+	cfg.Tenants = Tenants{DefaultRate: 10}
+	tn, _ := newTimeline(t, cfg)
+	settle(t, tn)
+	if tn.Ride() != nil {
+		t.Fatal("a ride with tenant limits")
+	}
+}
+
+// On a real Redis, a ride sent behind a blocking pop runs when the pop
+// returns: its slot is at the push, not at the pop's start, and the
+// replica's next claim is that slot, with no call of its own.
+func TestRideComesWithTheJob(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	testredis.RequireReal(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb, other := srv.Client(), srv.Client()
+	p, err := New(rdb, Config{Name: "ride", Rate: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := settle(t, p)
+	eventually(t, time.Second, "the settling calls' slots to pass", func() bool {
+		return redisNow(t, p).After(last.Add(p.batch.interval))
+	})
+	ride := p.Ride()
+	if ride == nil {
+		t.Fatal("no ride from a settled replica that holds no slot")
+	}
+
+	pipe := rdb.Pipeline()
+	pop := pipe.BLPop(ctx, 5*time.Second, "ride:jobs")
+	ride.Send(ctx, pipe)
+	done := make(chan error, 1)
+	go func() {
+		_, err := pipe.Exec(ctx)
+		done <- err
+	}()
+	eventually(t, 5*time.Second, "the pop to block", func() bool {
+		info, err := other.InfoMap(ctx, "clients").Result()
+		return err == nil && info["Clients"]["blocked_clients"] == "1"
+	})
+	pushed, err := other.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.LPush(ctx, "ride:jobs", "job").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := pop.Val(); len(got) != 2 || got[1] != "job" {
+		t.Fatalf("pop: %v", got)
+	}
+	ride.Landed(1)
+	held := buffered(p)
+	if len(held) != 1 || held[0].Before(pushed) {
+		t.Fatalf("after the ride: slots %v, want one at or after the push (%s)", held, pushed)
+	}
+	slot, err := p.Take(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slot.Stamp.Equal(held[0]) {
+		t.Fatalf("the claim took the slot at %s, want the ride's (%s)", slot.Stamp, held[0])
+	}
+	if st := p.Stats(); st.Rides != 1 {
+		t.Fatalf("rides %d, want 1", st.Rides)
+	}
+}
