@@ -43,6 +43,21 @@
 // strided slots whose claims nearly all wait for them (a backlog came) tops
 // up at once with its fair share of slots one interval apart, between them.
 //
+// # Rides
+//
+// An idle replica would still spend one round trip per job: the job comes,
+// then the replica asks for its slot. Where the queue is read from the
+// same Redis, the call can go with the read instead: Ride gives a call for
+// one slot that the queue sends right behind its blocking read, in the
+// same pipeline (redisq.WithRider), and Redis runs it the moment the read
+// returns, so the slot arrives with the job. The read may also end empty,
+// so reserve.lua grants a ride only while the schedule is idle (no slot of
+// it held after now): a ride never takes a slot another replica was
+// waiting for, and refused it writes nothing. A granted ride whose read
+// brought no job is forfeited at once ("idle"); one comes at most per lane
+// and block slice (half a second) while the cluster is idle. A ride's reply
+// is no clock sample: when it ran within its long round trip is unknown.
+//
 // # Time at the provider
 //
 // The provider counts arrivals, so a slot's Redis time must become the
@@ -56,7 +71,8 @@
 // forfeited: slots whose reply came too late ("stale"), slots no waiter
 // claimed in time ("unclaimed"), and slots whose sender stalled past the
 // deadline ("late", checked by the caller right before it writes the
-// request, see Slot) are never spent late. Stats counts each reason and
+// request, see Slot) are never spent late; "ineligible" (tenants over
+// their limits) and "idle" (rides, above) are given up too. Stats counts each reason and
 // reports the clock offset and its uncertainty.
 //
 // Take returns when the slot comes. TakeAhead returns a little before it,
