@@ -27,11 +27,7 @@ func TestExactSteadyThenBacklog(t *testing.T) {
 	mon := monitor(t, c.redis.Addr())
 	d0 := c.delivered()
 	start := time.Now()
-	ids := append(warm, offerPaced(t, c.q, steady, secs*time.Second, func(i int) *queue.Job {
-		j := &queue.Job{ID: fmt.Sprintf("steady-%06d", i), User: "bob", Payload: json.RawMessage(`{"text":"hi"}`)}
-		j.Lane = c.prio.Route(j)
-		return j
-	})...)
+	ids := append(warm, offerBob(t, c, "steady", steady, secs*time.Second)...)
 	mon.stop()
 	perJob := float64(mon.pacer.Load()) / float64(c.delivered()-d0)
 	t.Logf("steady %g/s under cap %g/s: %.3f pacer calls per job", steady, rate, perJob)
@@ -46,4 +42,15 @@ func TestExactSteadyThenBacklog(t *testing.T) {
 	t.Logf("arrivals per 100ms from 100ms before the backlog landed: %v",
 		countsPer(arrivalTimes(c.prov.Arrivals()), landed.Add(-100*time.Millisecond), 100*time.Millisecond))
 	checkExact(t, c, rate, ids, span{from: start.Add(-time.Minute), to: landed.Add(settle)})
+}
+
+// offerBob enqueues jobs of user bob, routed to their lanes, at rate per
+// second for d (offerPaced), and returns their IDs.
+func offerBob(t *testing.T, c *cluster, prefix string, rate float64, d time.Duration) []string {
+	t.Helper()
+	return offerPaced(t, c.q, rate, d, func(i int) *queue.Job {
+		j := &queue.Job{ID: fmt.Sprintf("%s-%06d", prefix, i), User: "bob", Payload: json.RawMessage(`{"text":"hi"}`)}
+		j.Lane = c.prio.Route(j)
+		return j
+	})
 }

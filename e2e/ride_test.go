@@ -1,12 +1,8 @@
 package e2e_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/queue"
 )
 
 // Light demand, then a backlog, on the redis backend. While the replicas
@@ -29,11 +25,7 @@ func TestRidesWhileIdleThenBacklog(t *testing.T) {
 	}
 	d0 := c.delivered()
 	start := time.Now()
-	ids := append(warm, offerPaced(t, c.q, light, secs*time.Second, func(i int) *queue.Job {
-		j := &queue.Job{ID: fmt.Sprintf("light-%06d", i), User: "bob", Payload: json.RawMessage(`{"text":"hi"}`)}
-		j.Lane = c.prio.Route(j)
-		return j
-	})...)
+	ids := append(warm, offerBob(t, c, "light", light, secs*time.Second)...)
 	c.waitDelivered(len(ids), drainTime(len(ids), rate))
 	m1, err := scrapeAll(c)
 	if err != nil {
