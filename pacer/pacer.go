@@ -426,9 +426,7 @@ func (p *Pacer) addSlots(r Reservation, strided bool) {
 	p.batch.noteInterval(r.Interval)
 	for i := range r.Granted {
 		st := r.Slot(i)
-		if st.After(p.hint) {
-			p.hint = st
-		}
+		p.raiseHintLocked(st)
 		local := p.clock.local(st)
 		if now.Sub(local) > p.cfg.MaxLateness {
 			p.stale.Add(1)
@@ -438,6 +436,14 @@ func (p *Pacer) addSlots(r Reservation, strided bool) {
 	}
 	if had > 0 && len(p.buf) > had && p.buf[had].local.Before(p.buf[had-1].local) {
 		p.sortBufLocked()
+	}
+}
+
+// raiseHintLocked records st as the latest slot granted to this replica
+// when it is later than the one known. p.mu must be held.
+func (p *Pacer) raiseHintLocked(st time.Time) {
+	if st.After(p.hint) {
+		p.hint = st
 	}
 }
 

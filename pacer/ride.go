@@ -37,7 +37,7 @@ func (p *Pacer) Ride() *Ride {
 	defer p.mu.Unlock()
 	now := p.cfg.Clock.Now()
 	if len(p.buf) > 0 || p.refilling != nil || p.deg.on || p.clock.n < asideSamples ||
-		p.uncertainLocked(now) || p.unsettledLocked(now) || p.asideLocked(now) != nil {
+		p.uncertainLocked(now) || p.asideLocked(now) != nil {
 		return nil
 	}
 	return &Ride{p: p}
@@ -83,6 +83,11 @@ func (r *Ride) Landed(jobs int) {
 	p.clock.addLead(recv, res.Now)
 	if res.Granted > 0 {
 		p.deg.noteReplyLocked(res, recv, p.clock, p.cfg.Horizon)
+		if jobs == 0 {
+			// The slot is not used, but the schedule moved past it:
+			// later calls must not restart behind it.
+			p.raiseHintLocked(res.Slot(res.Granted - 1))
+		}
 	}
 	p.mu.Unlock()
 	if res.Granted == 0 {
@@ -92,13 +97,6 @@ func (r *Ride) Landed(jobs int) {
 	p.rides.Add(1)
 	if jobs == 0 {
 		p.idle.Add(int64(res.Granted))
-		// The slot is not used, but the schedule moved past it: later
-		// calls must not restart behind it.
-		p.mu.Lock()
-		if st := res.Slot(res.Granted - 1); st.After(p.hint) {
-			p.hint = st
-		}
-		p.mu.Unlock()
 		return
 	}
 	p.addSlots(res, false)
