@@ -133,9 +133,12 @@ func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
 // for), when the stride is at least two intervals (else slots as close as
 // the schedule allows serve as well), at most maxStrideSteps intervals
 // (the gaps a grant leaves), and within 90% of the lateness bound (else a
-// job would wait for its slot far longer than a call takes).
+// job would wait for its slot far longer than a call takes). Nor is it
+// for a backlogged replica: claims that wait for slots a stride apart
+// would go on at the stride's pace (topUpLocked then fills the holes
+// between the slots it holds), however promptly each comes after the last.
 func (b *batchPolicy) stride(need, sharers int) (time.Duration, int) {
-	if need > 1 || b.interval <= 0 || b.claimGap <= b.maxLateness/8 || b.saturated() ||
+	if need > 1 || b.interval <= 0 || b.claimGap <= b.maxLateness/8 || b.saturated() || b.backlogged() ||
 		b.claimGap < 2*time.Duration(max(1, sharers))*b.interval {
 		return 0, 0
 	}

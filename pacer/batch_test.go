@@ -68,6 +68,7 @@ func TestBatchPolicyStride(t *testing.T) {
 		interval time.Duration
 		gap      time.Duration // between claims
 		waits    int           // claims that waited, right after their previous slot
+		late     time.Duration // how long after its previous slot a claim that waited came
 		need     int
 		sharers  int
 		stride   time.Duration // 0: none
@@ -84,6 +85,11 @@ func TestBatchPolicyStride(t *testing.T) {
 			need: 1, sharers: 9},
 		{name: "several jobs waiting", interval: 50 * time.Microsecond, gap: 800 * time.Microsecond, need: 3},
 		{name: "saturated", interval: 50 * time.Microsecond, gap: 50 * time.Microsecond, waits: 10, need: 1},
+		// Every claim waits for a slot 800µs after the last, as when a
+		// backlog meets slots a stride apart, but wakes 200µs late (a
+		// loaded machine's timers): not saturated, yet backlogged.
+		{name: "backlogged, waking late", interval: 50 * time.Microsecond, gap: 800 * time.Microsecond,
+			waits: 20, late: 200 * time.Microsecond, need: 1, sharers: 4},
 		// Claims 200µs apart: a batch one interval apart serves ten before
 		// its lateness bound.
 		{name: "claims close together", interval: 10 * time.Microsecond, gap: 200 * time.Microsecond, need: 1},
@@ -106,7 +112,7 @@ func TestBatchPolicyStride(t *testing.T) {
 				}
 				lag := tt.gap / 2
 				if tt.waits > 0 {
-					lag = 0
+					lag = tt.late
 				}
 				b.noteSlot(now.Add(tt.gap - lag))
 			}

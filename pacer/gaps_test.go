@@ -290,9 +290,20 @@ func TestStrideServesSteadyDemandWithFewCalls(t *testing.T) {
 // A replica that holds slots a stride apart when a backlog comes does not
 // drain them at its old pace: once its claims wait for their slots it tops
 // up with slots one interval apart, filling the holes between them, and
-// is near the schedule's rate within milliseconds (170–251 claims with the
-// race detector in the window below, where the rate allows 294; taking its
-// strided slots one by one until they ran out, 34–42).
+// claims nearly as fast as a replica that never held strided slots (with
+// the race detector, 225–243 claims in 30ms where a fresh replica made
+// 289–292 and the rate allows 294; taking its strided slots one by one
+// until they ran out, 34–42 where a fresh replica made 94–176, which fails
+// the test in five runs of six).
+// The switch must not hang on how promptly a claim wakes for its slot: a
+// replica whose timers wake late never counts as saturated, and when only
+// saturation ended its stride it drained its strided slots at their pace
+// (32–36 claims against a fresh replica's 278–280, with saturation
+// switched off for the strided replica; as in CI). Backlogged ends it.
+// How fast a replica can claim is the machine's: the bound is a third of
+// what a fresh replica claims in the same window right after (157–251
+// against 288–294 with two CPU hogs beside the test), so that a loaded
+// machine, on which neither claims near the rate, does not fail it.
 func TestStridedReplicaSwitchesWhenSaturated(t *testing.T) {
 	srv := testredis.Start(t, testredis.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -316,24 +327,43 @@ func TestStridedReplicaSwitchesWhenSaturated(t *testing.T) {
 	if !strided {
 		t.Fatalf("after 300 claims a millisecond apart the replica holds %d slots, none granted with a stride", held)
 	}
-	start := time.Now()
-	var claims []time.Duration
-	for time.Since(start) < 100*time.Millisecond {
-		if _, err := p.Take(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		claims = append(claims, time.Since(start))
-	}
 	from, to := 10*time.Millisecond, 40*time.Millisecond
+	n, err := claimsIn(ctx, p, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := New(srv.Client(), Config{Name: "fresh", Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past its first horizon (a new schedule starts one horizon ahead)
+	// and its first claims, it claims as fast as this machine lets it.
+	if _, err := claimsIn(ctx, fresh, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	control, err := claimsIn(ctx, fresh, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("held %d strided slots; %d claims in [%s, %s) of a backlog, a fresh replica %d (the schedule's rate: %.0f)",
+		held, n, from, to, control, rate*0.98*(to-from).Seconds())
+	if n < control/3 {
+		t.Errorf("%d claims in [%s, %s) after the backlog came; want at least a third of a fresh replica's %d", n, from, to, control)
+	}
+}
+
+// claimsIn takes slots from p back to back for twice to (at least 100ms),
+// and returns how many it took in [from, to) after the first.
+func claimsIn(ctx context.Context, p *Pacer, from, to time.Duration) (int, error) {
+	start := time.Now()
 	n := 0
-	for _, c := range claims {
-		if c >= from && c < to {
+	for time.Since(start) < max(2*to, 100*time.Millisecond) {
+		if _, err := p.Take(ctx, 1); err != nil {
+			return 0, err
+		}
+		if c := time.Since(start); c >= from && c < to {
 			n++
 		}
 	}
-	want := 0.3 * rate * (to - from).Seconds()
-	t.Logf("held %d strided slots; %d claims in [%s, %s) of a backlog (the schedule's rate: %.0f)", held, n, from, to, rate*0.98*(to-from).Seconds())
-	if float64(n) < want {
-		t.Errorf("%d claims in [%s, %s) after the backlog came; want at least %.0f (30%% of the rate)", n, from, to, want)
-	}
+	return n, nil
 }
