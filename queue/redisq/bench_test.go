@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/queue"
@@ -14,8 +18,9 @@ import (
 
 var benchPayload = json.RawMessage(`{"to":"+15550100","text":"your code is 123456"}`)
 
-// benchQueue starts a private redis-server and opens a queue on it.
-func benchQueue(b *testing.B) queue.Queue {
+// benchQueue starts a private redis-server and opens a queue on it; it also
+// returns a client of that server.
+func benchQueue(b *testing.B) (queue.Queue, *redis.Client) {
 	b.Helper()
 	srv := testredis.Start(b, testredis.Options{})
 	if srv.Mini() != nil {
@@ -26,32 +31,69 @@ func benchQueue(b *testing.B) queue.Queue {
 		b.Fatalf("New: %v", err)
 	}
 	b.Cleanup(func() { _ = q.Close() })
-	return q
+	return q, srv.Client()
 }
 
-// newJobs returns n fresh jobs.
-func newJobs(n int) []*queue.Job {
+// newJobs returns n fresh jobs, each with an idempotency key when keyed.
+func newJobs(n int, keyed bool) []*queue.Job {
 	jobs := make([]*queue.Job, n)
 	for i := range jobs {
 		jobs[i] = &queue.Job{Payload: benchPayload}
+		if keyed {
+			jobs[i].Key = queue.NewID()
+		}
 	}
 	return jobs
 }
 
+// redisMicros is the time Redis spent running commands since its stats
+// were last reset (INFO commandstats), in microseconds.
+func redisMicros(b *testing.B, rdb *redis.Client) float64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for line := range strings.SplitSeq(info, "\n") {
+		_, rest, ok := strings.Cut(line, ",usec=")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(rest[:strings.IndexByte(rest, ',')], 64)
+		if err != nil {
+			b.Fatalf("commandstats: %q: %v", line, err)
+		}
+		total += v
+	}
+	return total
+}
+
 // BenchmarkEnqueue stores jobs in batches of 1 and 100; one op is one batch.
+// It also reports Redis' own time per job: a single job without a key is
+// one plain XADD, a keyed one (and a batch) goes through enqueue.lua.
 func BenchmarkEnqueue(b *testing.B) {
-	for _, batch := range []int{1, 100} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			q := benchQueue(b)
+	for _, c := range []struct {
+		batch int
+		keyed bool
+	}{{1, false}, {1, true}, {100, false}} {
+		b.Run(fmt.Sprintf("batch=%d/keyed=%v", c.batch, c.keyed), func(b *testing.B) {
+			q, rdb := benchQueue(b)
 			ctx := context.Background()
+			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				if _, err := q.Enqueue(ctx, newJobs(batch)...); err != nil {
+				if _, err := q.Enqueue(ctx, newJobs(c.batch, c.keyed)...); err != nil {
 					b.Fatalf("Enqueue: %v", err)
 				}
 			}
-			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+			b.StopTimer()
+			jobs := float64(b.N * c.batch)
+			b.ReportMetric(jobs/b.Elapsed().Seconds(), "jobs/s")
+			b.ReportMetric(redisMicros(b, rdb)/jobs, "redis-µs/job")
 		})
 	}
 }
@@ -61,10 +103,10 @@ func BenchmarkEnqueue(b *testing.B) {
 func BenchmarkFetchAck(b *testing.B) {
 	const batch = 100
 	b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-		q := benchQueue(b)
+		q, _ := benchQueue(b)
 		ctx := context.Background()
 		for range b.N {
-			if _, err := q.Enqueue(ctx, newJobs(batch)...); err != nil {
+			if _, err := q.Enqueue(ctx, newJobs(batch, false)...); err != nil {
 				b.Fatalf("Enqueue: %v", err)
 			}
 		}

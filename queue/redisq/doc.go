@@ -21,7 +21,11 @@
 //
 // Every change is one Lua script (one .lua file each, with its KEYS and
 // ARGV contract), so it is atomic, and every time comes from Redis' TIME,
-// never from a replica's clock.
+// never from a replica's clock. The one exception is the enqueue of a
+// single job with no idempotency key and no NotBefore, without
+// WithMinReplicas: it is the one XADD the script would run, sent alone
+// (a script costs Redis ten times as much, on the way from a producer to
+// a waiting fetch: BenchmarkEnqueue).
 //
 // # Delivery
 //
@@ -57,9 +61,9 @@
 // # Caveats
 //
 // A batch Enqueue is atomic per 500 jobs. With client retries enabled
-// (go-redis' MaxRetries), a script whose reply was lost may run twice: a
-// job without an idempotency key may then be stored twice, as at-least-once
-// allows. Dead letters stay until requeued.
+// (go-redis' MaxRetries), a write whose reply was lost (the enqueue
+// script, or a plain job's XADD) may run twice: a job without an
+// idempotency key may then be stored twice, as at-least-once allows. Dead letters stay until requeued.
 //
 // Redis replication is asynchronous: a failover to a replica loses the
 // writes the master had not sent it, enqueues included. WithMinReplicas

@@ -34,6 +34,7 @@ for i = 3, #ARGV, 6 do
       local member = token .. ':0:' .. #id .. ':' .. id .. job
       redis.call('ZADD', KEYS[L + lane], ARGV[i + 2], member)
     else
+      -- The same entry as Queue.plain writes for a job that needs no script.
       redis.call('XADD', KEYS[lane], '*', 'a', 0, 'id', id, 'j', job)
     end
   end

@@ -187,8 +187,11 @@ func (q *Queue) Enqueue(ctx context.Context, jobs ...*queue.Job) ([]queue.Enqueu
 	return res, nil
 }
 
-// enqueue stores prepared jobs with one script call.
+// enqueue stores prepared jobs with one script call, or one XADD (plain).
 func (q *Queue) enqueue(ctx context.Context, jobs []*queue.Job) ([]queue.EnqueueResult, error) {
+	if len(jobs) == 1 && q.minReplicas <= 0 && jobs[0].Key == "" && jobs[0].NotBefore.IsZero() {
+		return q.plain(ctx, jobs[0])
+	}
 	L := len(q.cfg.Lanes)
 	keys := append(q.keys.lanes(q.cfg.Lanes), q.keys.delayedSets(q.cfg.Lanes)...)
 	args := make([]any, 0, 2+6*len(jobs))
@@ -232,6 +235,27 @@ func (q *Queue) enqueue(ctx context.Context, jobs []*queue.Job) ([]queue.Enqueue
 		return nil, err
 	}
 	return res, nil
+}
+
+// plain stores one job that needs nothing of enqueue.lua (no idempotency
+// key to hold, no due time to compare with Redis' clock, no replicas to
+// wait for) with the XADD the script would run: the same entry (keep the
+// two alike), without a script's cost in Redis on the way from a producer
+// to a waiting fetch (BenchmarkEnqueue: 1.1 µs of Redis per job against
+// 14.7 µs for a keyed one through the script).
+func (q *Queue) plain(ctx context.Context, j *queue.Job) ([]queue.EnqueueResult, error) {
+	body, err := json.Marshal(j)
+	if err != nil {
+		return nil, fmt.Errorf("encode job %s: %w", j.ID, err)
+	}
+	err = q.client.XAdd(ctx, &redis.XAddArgs{
+		Stream: q.keys.lane(j.Lane),
+		Values: []any{"a", 0, "id", j.ID, "j", body},
+	}).Err()
+	if err != nil {
+		return nil, err
+	}
+	return []queue.EnqueueResult{{ID: j.ID}}, nil
 }
 
 // token returns a unique token that keeps two equal jobs apart in a

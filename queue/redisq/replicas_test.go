@@ -92,7 +92,7 @@ func BenchmarkEnqueueMinReplicas(b *testing.B) {
 				b.Cleanup(func() { _ = q.Close() })
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := q.Enqueue(ctx, newJobs(batch)...); err != nil {
+					if _, err := q.Enqueue(ctx, newJobs(batch, false)...); err != nil {
 						b.Fatalf("Enqueue: %v", err)
 					}
 				}
