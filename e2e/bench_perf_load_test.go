@@ -170,7 +170,7 @@ func printPerf(w io.Writer, f map[string]*perfFigures) {
 			fmt.Sprintf("%s (%s)", ms(r.latency[i]), ratio(float64(r.latency[i]), float64(b.latency[i]))),
 			fmt.Sprintf("%s (%s)", ms(n.latency[i]), ratio(float64(n.latency[i]), float64(b.latency[i]))), target, okR, okN)
 	}
-	row("  jobs whose slot came with their fetch (rides)", "–", fmt.Sprintf("%.0f%%", 100*r.rode), "– (no Redis read to ride)", "–", "", "")
+	row("  measured jobs whose slot came with their fetch (rides)", "–", fmt.Sprintf("%.0f%%", 100*r.rode), "– (no Redis read to ride)", "–", "", "")
 	hop := func(f *perfFigures) string { return ms(f.hop[0]) + " / " + ms(f.hop[1]) }
 	row("  of which the queue: enqueue → waiting fetch, p50 / p99", hop(b), hop(r), hop(n), "–", "", "")
 	row("pacer Redis calls per job, 5,000/s offered", "–", fmt.Sprintf("%.3f", r.load.pacerCalls), fmt.Sprintf("%.3f", n.load.pacerCalls),
