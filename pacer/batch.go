@@ -32,12 +32,16 @@ type batchPolicy struct {
 	claimGap  time.Duration // moving average of the time between claims
 	interval  time.Duration // between slots, as the last grant said
 	waitScore float64       // moving average of claims that waited (1) or not (0)
-	// lastSlot is the time of the slot the last claim was for, and
-	// claimDelay the moving average of how long after it the next claim
-	// came: a saturated replica claims its next slot as soon as it has
-	// sent on the last; one with little room in flight (a slow provider)
-	// comes back much later, however long it then waits for its slot.
-	lastSlot   time.Time
+	// lastReturn is when the caller of the last claim got its slot (the
+	// slot's moment, or, when the caller slept for it and woke later, its
+	// waking), and claimDelay the moving average of how long after it the
+	// next claim came: a saturated replica claims its next slot as soon
+	// as it has sent on the last; one with little room in flight (a slow
+	// provider) comes back much later, however long it then waits for its
+	// slot. A caller whose timer wakes it late (a loaded machine) comes
+	// back at once after its waking: counted from the slot, it would never
+	// look saturated.
+	lastReturn time.Time
 	claimDelay time.Duration
 }
 
@@ -76,13 +80,13 @@ func (b *batchPolicy) noteWait(waited bool) {
 	b.waitScore = waitMemory*b.waitScore + (1-waitMemory)*w
 }
 
-// noteSlot records the time of the slot a claim was for.
-func (b *batchPolicy) noteSlot(at time.Time) { b.lastSlot = at }
+// noteReturn records when the caller of the last claim got its slot.
+func (b *batchPolicy) noteReturn(at time.Time) { b.lastReturn = at }
 
 // noteClaim records a claim at now.
 func (b *batchPolicy) noteClaim(now time.Time) {
-	if !b.lastSlot.IsZero() {
-		d := max(now.Sub(b.lastSlot), 0)
+	if !b.lastReturn.IsZero() {
+		d := max(now.Sub(b.lastReturn), 0)
 		b.claimDelay = (claimGapMemory*b.claimDelay + d) / (claimGapMemory + 1)
 	}
 	if !b.lastClaim.IsZero() {
@@ -133,12 +137,9 @@ func (b *batchPolicy) size(need, sharers int, uncertain bool) int {
 // for), when the stride is at least two intervals (else slots as close as
 // the schedule allows serve as well), at most maxStrideSteps intervals
 // (the gaps a grant leaves), and within 90% of the lateness bound (else a
-// job would wait for its slot far longer than a call takes). Nor is it
-// for a backlogged replica: claims that wait for slots a stride apart
-// would go on at the stride's pace (topUpLocked then fills the holes
-// between the slots it holds), however promptly each comes after the last.
+// job would wait for its slot far longer than a call takes).
 func (b *batchPolicy) stride(need, sharers int) (time.Duration, int) {
-	if need > 1 || b.interval <= 0 || b.claimGap <= b.maxLateness/8 || b.saturated() || b.backlogged() ||
+	if need > 1 || b.interval <= 0 || b.claimGap <= b.maxLateness/8 || b.saturated() ||
 		b.claimGap < 2*time.Duration(max(1, sharers))*b.interval {
 		return 0, 0
 	}
@@ -165,14 +166,14 @@ func (b *batchPolicy) saturatedSize(sharers int) int {
 func (b *batchPolicy) backlogged() bool { return b.waitScore >= backloggedScore }
 
 // saturated reports whether most claims waited for their slot and came
-// right after the previous slot: this replica always has a job waiting.
+// right after the previous claim's caller got its slot: this replica
+// always has a job waiting.
 func (b *batchPolicy) saturated() bool {
 	return b.waitScore >= saturatedScore && b.claimDelay <= b.interval && b.interval > 0
 }
 
 // limit bounds a batch: a saturated replica's fair share of the horizon,
-// or what a lightly loaded one can use (useful). Saturated means most
-// claims waited for their slot and came right after the previous slot.
+// or what a lightly loaded one can use (useful; see saturated).
 func (b *batchPolicy) limit(sharers int) int {
 	if !b.saturated() {
 		return b.useful()

@@ -2,6 +2,7 @@ package pacer
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -295,24 +296,37 @@ func TestStrideServesSteadyDemandWithFewCalls(t *testing.T) {
 // 289–292 and the rate allows 294; taking its strided slots one by one
 // until they ran out, 34–42 where a fresh replica made 94–176, which fails
 // the test in five runs of six).
-// The switch must not hang on how promptly a claim wakes for its slot: a
-// replica whose timers wake late never counts as saturated, and when only
-// saturation ended its stride it drained its strided slots at their pace
-// (32–36 claims against a fresh replica's 278–280, with saturation
-// switched off for the strided replica; as in CI). Backlogged ends it.
+// The switch must not hang on how promptly a claim wakes for its slot:
+// the claim delay that tells a saturated replica counted from the slot,
+// so a replica whose timers woke its claims late never looked saturated
+// and drained its strided slots at their pace (with every wake 250µs
+// late, 32–35 claims against a fresh replica's 261–283; as in CI, where
+// it read 34 against 285). It counts from the waking now (247–289).
 // How fast a replica can claim is the machine's: the bound is a third of
 // what a fresh replica claims in the same window right after (157–251
 // against 288–294 with two CPU hogs beside the test), so that a loaded
 // machine, on which neither claims near the rate, does not fail it.
 func TestStridedReplicaSwitchesWhenSaturated(t *testing.T) {
 	srv := testredis.Start(t, testredis.Options{})
+	for _, lag := range []time.Duration{0, 250 * time.Microsecond} {
+		t.Run(fmt.Sprintf("waking %s late", lag), func(t *testing.T) {
+			stridedSwitch(t, srv, lag)
+		})
+	}
+}
+
+// stridedSwitch is TestStridedReplicaSwitchesWhenSaturated for a strided
+// replica whose waits end lag late.
+func stridedSwitch(t *testing.T, srv *testredis.Server, lag time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const rate = 10000
-	p, err := New(srv.Client(), Config{Name: "switch", Rate: rate})
+	name := fmt.Sprintf("switch-%d", lag)
+	p, err := New(srv.Client(), Config{Name: name, Rate: rate})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.wakeLag = lag
 	tick := time.NewTicker(time.Millisecond)
 	for range 300 {
 		<-tick.C
@@ -332,7 +346,7 @@ func TestStridedReplicaSwitchesWhenSaturated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := New(srv.Client(), Config{Name: "fresh", Rate: rate})
+	fresh, err := New(srv.Client(), Config{Name: name + "-fresh", Rate: rate})
 	if err != nil {
 		t.Fatal(err)
 	}

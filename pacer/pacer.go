@@ -50,6 +50,15 @@ type Pacer struct {
 	seq       int64          // the highest sequence number a reply has shown (reserve.lua)
 	owed      map[string]int // slots TakeFor callers still wait for, by tenant (takefor.go)
 
+	// epoch is when the Pacer was made (Config.Clock), and returned when
+	// Take last returned a slot, as time since epoch (0: never); the batch
+	// policy reads it at the next claim (batchPolicy.noteReturn).
+	epoch    time.Time
+	returned atomic.Int64
+	// wakeLag, set only by tests, makes every wait that sleeps end that
+	// much late, as a loaded machine's timers do (wait.go).
+	wakeLag time.Duration
+
 	sharers      atomic.Int64              // replicas drawing on the schedule, as Members last saw
 	precisePeers atomic.Int64              // other live replicas with precise clocks (aside.go)
 	self         atomic.Pointer[announced] // this replica's id and live window, from Members.Announce
@@ -83,7 +92,7 @@ func New(rdb redis.Scripter, cfg Config) (*Pacer, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
-	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap()}
+	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap(), epoch: cfg.Clock.Now()}
 	p.sharers.Store(1)
 	return p, nil
 }
@@ -163,6 +172,15 @@ func (p *Pacer) take(ctx context.Context, tenant string, n int, ahead time.Durat
 		}
 		p.used.Add(int64(n))
 		p.waitNanos.Add(int64(woke.Sub(start)))
+		if tenant == "" {
+			// The caller has its slot: when it came, or when the caller
+			// woke after it, having slept for it (a late timer).
+			got := last.local
+			if got.After(now) && woke.After(got) {
+				got = woke
+			}
+			p.returned.Store(max(1, int64(got.Sub(p.epoch))))
+		}
 		return s, nil
 	}
 }
@@ -215,6 +233,9 @@ func (p *Pacer) claim(ctx context.Context, tenant string, n int, held []slot) ([
 		held = p.takeLocked(held, n, tenant)
 		if len(held) == n {
 			if tenant == "" {
+				if r := p.returned.Load(); r > 0 {
+					p.batch.noteReturn(p.epoch.Add(time.Duration(r)))
+				}
 				p.batch.noteClaim(now)
 			}
 			p.mu.Unlock()
@@ -273,12 +294,11 @@ func (p *Pacer) moreLocked(ctx context.Context, now time.Time, need int) error {
 }
 
 // afterClaim notes the claim in the batch policy (whether the caller waits
-// for its slot, and the slot) and tops the buffer up (topUpLocked), all
+// for its slot) and tops the buffer up (topUpLocked), all
 // under one lock and with the claim's reading of the clock.
 func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 	p.mu.Lock()
 	p.batch.noteWait(held.After(now))
-	p.batch.noteSlot(held)
 	ch, want, stride, from := p.topUpLocked(held, now)
 	p.mu.Unlock()
 	if ch == nil {

@@ -35,7 +35,7 @@ func (p *Pacer) waitFor(ctx context.Context, t, now time.Time, precise bool) (ti
 			if err := p.sleepFor(ctx, d); err != nil {
 				return time.Time{}, err
 			}
-			return p.cfg.Clock.Now(), nil
+			return p.wake(), nil
 		}
 		if d > preciseSpan {
 			if err := p.sleepFor(ctx, d-preciseSpan); err != nil {
@@ -49,9 +49,17 @@ func (p *Pacer) waitFor(ctx context.Context, t, now time.Time, precise bool) (ti
 			return p.spinUntil(ctx, t)
 		}
 		threadSleep(rest)
-		return p.cfg.Clock.Now(), nil
+		return p.wake(), nil
 	}
 	return p.spinUntil(ctx, t)
+}
+
+// wake reads the clock at the end of a wait that slept, after wakeLag.
+func (p *Pacer) wake() time.Time {
+	if p.wakeLag > 0 {
+		threadSleep(p.wakeLag)
+	}
+	return p.cfg.Clock.Now()
 }
 
 // spinUntil yields the processor in a loop until t, for a short wait, and
