@@ -51,8 +51,9 @@ type Pacer struct {
 	owed      map[string]int // slots TakeFor callers still wait for, by tenant (takefor.go)
 
 	// epoch is when the Pacer was made (Config.Clock), and returned when
-	// Take last returned a slot, as time since epoch (0: never); the batch
-	// policy reads it at the next claim (batchPolicy.noteReturn).
+	// the caller of the last Take to return got its slot, as time since
+	// epoch (0: none yet); the batch policy reads it at the next claim
+	// (batchPolicy.noteReturn).
 	epoch    time.Time
 	returned atomic.Int64
 	// wakeLag, set only by tests, makes every wait that sleeps end that
@@ -293,9 +294,9 @@ func (p *Pacer) moreLocked(ctx context.Context, now time.Time, need int) error {
 	return err
 }
 
-// afterClaim notes the claim in the batch policy (whether the caller waits
-// for its slot) and tops the buffer up (topUpLocked), all
-// under one lock and with the claim's reading of the clock.
+// afterClaim notes in the batch policy whether the caller waits for its
+// slot, and tops the buffer up (topUpLocked), under one lock and with the
+// claim's reading of the clock.
 func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
 	p.mu.Lock()
 	p.batch.noteWait(held.After(now))
