@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -50,21 +48,13 @@ func newJobs(n int, keyed bool) []*queue.Job {
 // were last reset (INFO commandstats), in microseconds.
 func redisMicros(b *testing.B, rdb *redis.Client) float64 {
 	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	st, err := testredis.CommandStats(context.Background(), rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var total float64
-	for line := range strings.SplitSeq(info, "\n") {
-		_, rest, ok := strings.Cut(line, ",usec=")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(rest[:strings.IndexByte(rest, ',')], 64)
-		if err != nil {
-			b.Fatalf("commandstats: %q: %v", line, err)
-		}
-		total += v
+	for _, c := range st {
+		total += c.Usec
 	}
 	return total
 }

@@ -63,7 +63,8 @@
 // A batch Enqueue is atomic per 500 jobs. With client retries enabled
 // (go-redis' MaxRetries), a write whose reply was lost (the enqueue
 // script, or a plain job's XADD) may run twice: a job without an
-// idempotency key may then be stored twice, as at-least-once allows. Dead letters stay until requeued.
+// idempotency key may then be stored twice, as at-least-once allows.
+// Dead letters stay until requeued.
 //
 // Redis replication is asynchronous: a failover to a replica loses the
 // writes the master had not sent it, enqueues included. WithMinReplicas

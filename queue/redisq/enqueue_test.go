@@ -3,8 +3,6 @@ package redisq_test
 import (
 	"context"
 	"encoding/json"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,24 +12,15 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// scriptCalls is how many EVALSHA calls srv has run since its stats were
-// reset.
-func scriptCalls(t *testing.T, rdb *redis.Client) int {
+// scriptCalls is how many EVALSHA calls rdb's server has run since its
+// stats were reset.
+func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	st, err := testredis.CommandStats(context.Background(), rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			if err != nil {
-				t.Fatalf("commandstats: %q: %v", line, err)
-			}
-			return n
-		}
-	}
-	return 0
+	return st["evalsha"].Calls
 }
 
 // A single job with no idempotency key and no due time is stored with one
