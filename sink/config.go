@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +67,10 @@ type HTTPConfig struct {
 	// Now is the clock used to turn a Retry-After date into a duration.
 	// Zero means time.Now.
 	Now func() time.Time `yaml:"-"`
+
+	// rootCAs, when set, are the only roots HTTPS answers are checked
+	// against (tests: a test server's certificate); nil means the system's.
+	rootCAs *x509.CertPool
 }
 
 // Headers are extra request headers, name to value. The values are secrets

@@ -36,8 +36,13 @@
 // lateness bound: it carries a check in the context (WithGate) that the
 // sink runs as the very last step before the request leaves (the HTTP
 // sink, in a transport around its own, before a connection is even taken
-// from the pool). LogSafe renders an error for a log line without the
-// provider's answer body.
+// from the pool, and again on the connection right before the first byte
+// is written). A request refused at its write has written nothing, and
+// its connection (over HTTPS the TLS connection: the sink dials TLS itself
+// so that the gate sits above it) is kept for the next request, for up to
+// two seconds, instead of closed: a loaded replica that refuses many late
+// requests opens no new connection to the provider for them. LogSafe
+// renders an error for a log line without the provider's answer body.
 //
 // HTTP is the production sink; see Send for the request it makes: the
 // configuration (HTTPConfig: method, URL, body encoding json, form or raw,

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // gatedTransport runs the gate a request's context carries (see WithGate)
@@ -27,7 +29,8 @@ import (
 // may still retry an attempt that wrote nothing (a connection the server
 // had closed while idle), at once and on the same slot.
 type gatedTransport struct {
-	next http.RoundTripper
+	next   http.RoundTripper
+	spares *spares // nil when next dials no gateConn
 }
 
 // gateError carries the error of a gate that refused a request through
@@ -78,6 +81,11 @@ func (g *writeGate) arm(info httptrace.GotConnInfo) {
 		c = tc.NetConn()
 	}
 	if gc, ok := c.(*gateConn); ok {
+		if c != info.Conn {
+			gc.mu.Lock()
+			gc.underTLS = true
+			gc.mu.Unlock()
+		}
 		gc.armed.Store(g)
 		return
 	}
@@ -118,33 +126,108 @@ func (g *writeGate) rewind() (io.ReadCloser, error) {
 
 // gateConn is a connection to the provider that runs the gate it was
 // armed with (see writeGate.arm) before the first write after arming.
-// When the gate refuses, nothing is written: the write fails, net/http
-// closes the connection, and RoundTrip reports the refusal.
+// When the gate refuses, nothing is written: the write fails, and
+// RoundTrip reports the refusal. net/http then closes the connection; a
+// gateConn whose refusal left it clean goes to the spares instead (see
+// Close), for the transport's next dial.
 type gateConn struct {
 	net.Conn
-	armed atomic.Pointer[writeGate]
+	armed  atomic.Pointer[writeGate]
+	spares *spares // where a clean connection goes on Close
+	key    string  // its dial key there
+
+	mu       sync.Mutex
+	reading  sync.Cond // signalled when a Read returns
+	reads    int       // Reads in progress
+	refused  bool      // the gate refused a write (nothing of that request was written)
+	tainted  bool      // refused, then something was read, written or failed: not clean
+	underTLS bool      // net/http runs TLS over this connection: its state is above, not here
+	closed   bool
+}
+
+func newGateConn(c net.Conn, s *spares, key string) *gateConn {
+	gc := &gateConn{Conn: c, spares: s, key: key}
+	gc.reading.L = &gc.mu
+	return gc
 }
 
 // Write runs the armed gate, if any, then writes p.
 func (c *gateConn) Write(p []byte) (int, error) {
 	if g := c.armed.Swap(nil); g != nil {
 		if err := g.check(); err != nil {
+			c.mu.Lock()
+			c.refused = true
+			c.mu.Unlock()
 			return 0, &gateError{err: err}
 		}
 	}
+	c.mu.Lock()
+	if c.refused {
+		c.tainted = true
+	}
+	c.mu.Unlock()
 	return c.Conn.Write(p)
 }
 
-// gatedDial wraps the connections dial opens in gateConn.
-func gatedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &gateConn{Conn: c}, nil
+// Read reads from the connection; after Close it reads nothing (the
+// connection may be another gateConn's by then).
+func (c *gateConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, net.ErrClosed
 	}
+	c.reads++
+	c.mu.Unlock()
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.reads--
+	if c.refused && (n > 0 || err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
+		c.tainted = true
+	}
+	c.reading.Broadcast()
+	c.mu.Unlock()
+	return n, err
 }
+
+// Close closes the connection, unless a refusal left it clean: nothing of
+// the refused request was written, the previous answer was read whole
+// (net/http reuses no connection before), and nothing came from the
+// server since. Then the read net/http keeps waiting on it is ended with a
+// deadline, and once that read has returned empty the connection goes to
+// the spares for the next dial. Under a TLS that net/http runs (a
+// proxy's tunnel) the TLS state lives above this connection and dies with
+// it, so it is closed.
+func (c *gateConn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	clean := c.spares != nil && c.refused && !c.tainted && !c.underTLS
+	c.mu.Unlock()
+	if !clean {
+		return c.Conn.Close()
+	}
+	if err := c.Conn.SetReadDeadline(aLongTimeAgo); err != nil {
+		return c.Conn.Close()
+	}
+	c.mu.Lock()
+	for c.reads > 0 {
+		c.reading.Wait()
+	}
+	clean = !c.tainted
+	c.mu.Unlock()
+	if !clean || c.Conn.SetReadDeadline(time.Time{}) != nil {
+		return c.Conn.Close()
+	}
+	c.spares.put(c.key, c.Conn)
+	return nil
+}
+
+// aLongTimeAgo is a read deadline that ends a read at once.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // errWrittenOnce refuses to rewind a request body for a second write.
 var errWrittenOnce = errors.New("sink: the connection broke after the request was written; " +
@@ -156,6 +239,9 @@ var errWrittenOnce = errors.New("sink: the connection broke after the request wa
 func (t gatedTransport) CloseIdleConnections() {
 	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
+	}
+	if t.spares != nil {
+		t.spares.close()
 	}
 }
 

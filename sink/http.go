@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -69,9 +70,12 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if auth != "" {
 		h.headers.Set("Authorization", auth)
 	}
+	dial := (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
+	spares := newSpares(cfg.MaxInFlight)
 	transport := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           gatedDial((&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext),
+		DialContext:           spares.gatedDial(dial),
+		DialTLSContext:        spares.gatedDialTLS(dial, &tls.Config{RootCAs: cfg.rootCAs}, cfg.Timeout),
 		MaxIdleConns:          cfg.MaxInFlight,
 		MaxIdleConnsPerHost:   cfg.MaxInFlight,
 		MaxConnsPerHost:       cfg.MaxInFlight,
@@ -80,7 +84,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	h.client = &http.Client{
-		Transport: gatedTransport{next: transport},
+		Transport: gatedTransport{next: transport, spares: spares},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
