@@ -65,6 +65,7 @@ func BenchmarkPipeline(b *testing.B) {
 		return n >= b.N
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+	b.ReportMetric(float64(prov.Connections())/float64(b.N)*1000, "conns/1000jobs")
 	stop()
 	<-done
 }
