@@ -33,14 +33,16 @@ type batchPolicy struct {
 	interval  time.Duration // between slots, as the last grant said
 	waitScore float64       // moving average of claims that waited (1) or not (0)
 	// lastReturn is when the caller of the last claim got its slot (the
-	// slot's moment, or, when the caller slept for it and woke later, its
-	// waking), and claimDelay the moving average of how long after it the
-	// next claim came: a saturated replica claims its next slot as soon
-	// as it has sent on the last; one with little room in flight (a slow
-	// provider) comes back much later, however long it then waits for its
-	// slot. A caller whose timer wakes it late (a loaded machine) comes
-	// back at once after its waking: counted from the slot, it would never
-	// look saturated.
+	// slot's moment, or, when the caller slept for the slot itself, not
+	// for a moment ahead of it, and woke later, its waking), and
+	// claimDelay the moving average of how long after it the next claim
+	// came: a saturated replica claims its next slot as soon as it has
+	// sent on the last; one with little room in flight (a slow provider)
+	// comes back much later, however long it then waits for its slot. A
+	// caller whose timer wakes it late for its slot (a loaded machine)
+	// comes back at once after its waking: counted from the slot, it
+	// would never look saturated. One that takes slots ahead (TakeAhead)
+	// counts from the slot (see take).
 	lastReturn time.Time
 	claimDelay time.Duration
 }
