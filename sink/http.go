@@ -72,10 +72,14 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	}
 	dial := (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
 	spares := newSpares(cfg.MaxInFlight)
+	// One TLS config for both ways to the provider: the sink's own TLS
+	// dial, and the TLS net/http runs inside a proxy's tunnel.
+	tlsConfig := &tls.Config{RootCAs: cfg.rootCAs}
 	transport := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           spares.gatedDial(dial),
-		DialTLSContext:        spares.gatedDialTLS(dial, &tls.Config{RootCAs: cfg.rootCAs}, cfg.Timeout),
+		DialTLSContext:        spares.gatedDialTLS(dial, tlsConfig, cfg.Timeout),
+		TLSClientConfig:       tlsConfig,
 		MaxIdleConns:          cfg.MaxInFlight,
 		MaxIdleConnsPerHost:   cfg.MaxInFlight,
 		MaxConnsPerHost:       cfg.MaxInFlight,
