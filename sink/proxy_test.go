@@ -32,10 +32,7 @@ func TestRefusalThroughAProxy(t *testing.T) {
 
 	t.Run("http: the proxy connection is kept", func(t *testing.T) {
 		var arrivals atomic.Int64
-		prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.ReadAll(r.Body)
-			arrivals.Add(1)
-		}))
+		prov := httptest.NewServer(counting(&arrivals))
 		t.Cleanup(prov.Close)
 		px := startProxy(t)
 		h := newSink(t, HTTPConfig{URL: prov.URL + "/send"})
@@ -54,10 +51,7 @@ func TestRefusalThroughAProxy(t *testing.T) {
 
 	t.Run("https: the tunnel is closed", func(t *testing.T) {
 		var arrivals atomic.Int64
-		prov := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.ReadAll(r.Body)
-			arrivals.Add(1)
-		}))
+		prov := httptest.NewTLSServer(counting(&arrivals))
 		t.Cleanup(prov.Close)
 		px := startProxy(t)
 		cfg := HTTPConfig{URL: prov.URL + "/send"}
@@ -82,6 +76,14 @@ func TestRefusalThroughAProxy(t *testing.T) {
 		if n := px.tunnels.Load(); n != 2 {
 			t.Errorf("the proxy opened %d tunnels, want 2 (the refused one is not reused)", n)
 		}
+	})
+}
+
+// counting is a provider that reads each request and counts it in n.
+func counting(n *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		n.Add(1)
 	})
 }
 

@@ -28,10 +28,7 @@ func TestRefusalKeepsTheConnection(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			var arrivals atomic.Int64
 			var cc connCounter
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.ReadAll(r.Body)
-				arrivals.Add(1)
-			}))
+			srv := httptest.NewUnstartedServer(counting(&arrivals))
 			srv.Config.ConnState = cc.track
 			var cfg HTTPConfig
 			if scheme == "https" {
