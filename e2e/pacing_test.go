@@ -2,20 +2,17 @@ package e2e_test
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 	"time"
 )
 
-// jitterAllowance is the 1s-window allowance for requests sent late: a
-// request δ late can share a window with rate×δ more. 20ms covers loopback
-// HTTP and scheduling jitter on a loaded 2-core machine.
-func jitterAllowance(rate float64) int { return int(math.Ceil(rate * 0.02)) }
-
 // Three replicas at a cap of 200/s drain 3,000 waiting jobs: each job is
-// delivered exactly once, the provider sees at least 97% of the cap on
-// average and no 1s window above cap + burst + 1 (+ jitter).
+// delivered exactly once, and the provider sees what checkExact asks: no
+// window over cap × length + burst, and the mean at the schedule's rate
+// (or the slots given up as late making up the rest). Its own bound of 97%
+// of the cap, 99% of the schedule's rate with the default headroom, with
+// no such allowance, failed on a loaded host (95.3-96.9% in 2 of 6 runs).
 func TestCapAcrossReplicas(t *testing.T) {
 	for _, backend := range []string{"redis", "nats"} {
 		t.Run(backend, func(t *testing.T) {
@@ -41,12 +38,7 @@ func TestCapAcrossReplicas(t *testing.T) {
 			if rep.Count != jobs {
 				t.Errorf("provider saw %d requests, want %d", rep.Count, jobs)
 			}
-			if rep.MeanOverCap < 0.97 {
-				t.Errorf("mean rate %.1f/s is %.1f%% of the cap; want at least 97%%", rep.MeanRate, 100*rep.MeanOverCap)
-			}
-			if limit := int(rate) + 1 + 1 + jitterAllowance(rate); rep.Max1s > limit {
-				t.Errorf("%d requests in one 1s window; want at most cap+burst+1+jitter = %d", rep.Max1s, limit)
-			}
+			checkExact(t, c, rate, ids)
 		})
 	}
 }
