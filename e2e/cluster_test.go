@@ -91,6 +91,7 @@ type cluster struct {
 	prio    priority.Config
 	mu      sync.Mutex
 	procs   []*proc
+	stalls  *stallMeter // the test process's pauses, left out of checkExact's mean
 }
 
 // newCluster starts Redis (and NATS for that backend) and the provider.
@@ -134,6 +135,7 @@ func (c *cluster) setUp(rate float64, env []string) {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { _ = c.prov.Close() })
+	c.stalls = startStallMeter(c.t)
 	c.env = []string{
 		"SLUICE_QUEUE_NAME=" + c.name,
 		"SLUICE_QUEUE_BACKEND=" + c.backend,

@@ -89,15 +89,20 @@ func (p promise) stopsBy() time.Duration { return p.horizon + p.maxLate + 10*tim
 
 // checkExact asserts the promise on every arrival the provider saw: each
 // id delivered, the busiest 1s and 100ms windows within cap × length +
-// burst, and the mean over the saturated part (leaving out quiet spans)
-// at least 99% of cap × (1 − headroom), or at least 90% of it with the
-// slots the replicas gave up as late making up the rest. It logs the
-// figures and returns them.
+// burst, and the mean over the saturated part (leaving out quiet spans,
+// and the test process's stalls with their arrivals: stallMeter) at least
+// 99% of cap × (1 − headroom), or at least 90% of it with the slots the
+// replicas gave up as late making up the rest. It logs the figures and
+// returns them.
 func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...span) windowStats {
 	t.Helper()
 	p := promiseOf(t, rate, c.env)
 	arr := c.prov.Arrivals()
+	stalls := c.stalls.stalls()
+	_, stalled := merged(stalls)
+	quiet, _ = merged(slices.Concat(quiet, stalls))
 	s := statsOf(arrivalTimes(arr), quiet...)
+	t.Logf("the test process paused %d times for over %s, %s in all: left out of the mean with their arrivals", len(stalls), stallMin, stalled)
 	t.Logf("%s, cap %g/s: %d arrivals; busiest 1s %d (bound %d), busiest 100ms %d (bound %d); mean %.1f/s = %.3f of cap over %s (bound %.3f)",
 		t.Name(), rate, s.Count, s.Max1s, p.max1s(), s.Max100ms, p.max100ms(),
 		s.Mean, s.Mean/rate, s.SatTo.Sub(s.SatFrom).Round(10*time.Millisecond), p.minMean()/rate)
