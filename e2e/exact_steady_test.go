@@ -22,7 +22,7 @@ import (
 // strides need slots a few intervals apart within 90% of the lateness
 // bound, which at the default 2ms only a cap of about 5,000/s gives, and
 // at 5,000/s this 2-core host, which also runs Redis and the provider,
-// drained the backlog at 0.84–0.97 of the cap with few slots forfeited
+// drained the backlog at 0.84–0.98 of the cap with few slots forfeited
 // in the judged part, so the schedule went partly unasked (where that
 // time goes is not yet known). At 3,000/s the drain reads 0.949–0.950 of
 // the cap, the schedule's rate, and the steady part 0.17–0.19 calls per
