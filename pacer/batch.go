@@ -45,6 +45,15 @@ type batchPolicy struct {
 	// counts from the slot (see take).
 	lastReturn time.Time
 	claimDelay time.Duration
+	// askDelay is the moving average of how long after a caller got its
+	// slot the next claim was asked for (its start, before any refill it
+	// waits for), asked whether one was measured: the replica's own pace
+	// when slots are at hand. claimGap counts the refills claims wait for
+	// as well, and a replica that cannot use a batch waits for a refill at
+	// every claim, so a batch sized by claimGap alone stays at one slot
+	// once a slow round trip made it so (see useful).
+	askDelay time.Duration
+	asked    bool
 }
 
 const (
@@ -100,6 +109,17 @@ func (b *batchPolicy) noteClaim(now time.Time) {
 		}
 	}
 	b.lastClaim = now
+}
+
+// noteAsk records that a claim was asked for d after the caller of the
+// claim before it got its slot (0 when it came sooner: another caller's).
+func (b *batchPolicy) noteAsk(d time.Duration) {
+	d = max(d, 0)
+	if !b.asked {
+		b.askDelay, b.asked = d, true
+		return
+	}
+	b.askDelay = (claimGapMemory*b.askDelay + d) / (claimGapMemory + 1)
 }
 
 // noteDropped records n slots dropped unclaimed.
@@ -190,11 +210,23 @@ func (b *batchPolicy) fair(sharers int) int {
 }
 
 // useful is the most slots this replica could claim before they pass
-// their lateness bound: waiters claim one every claimGap while slots come
-// one every interval, so the k-th slot is claimed k×(claimGap−interval)
-// late.
+// their lateness bound: waiters claim one every pace while slots come one
+// every interval, so the k-th slot is claimed k×(pace−interval) late. The
+// pace is the time between claims, or, when less, how soon after getting
+// a slot a caller asks for the next (askDelay) and a third more, for the
+// claim's own time and the caller's unsteady pace: claims that each
+// waited for a Redis round trip come a round trip apart, but from a
+// buffer the replica would claim at its own pace. Sized by the round trip
+// alone, a replica far below the schedule's rate (no cap in reach: slots
+// microseconds apart) got one slot per call, so every claim waited a
+// round trip, which kept the batch at one (one call per job at the
+// ceiling on a loaded host).
 func (b *batchPolicy) useful() int {
-	lag := b.claimGap - b.interval - b.interval/10
+	pace := b.claimGap
+	if own := b.askDelay + b.askDelay/3; b.asked && own < pace {
+		pace = own
+	}
+	lag := pace - b.interval - b.interval/10
 	if b.lastClaim.IsZero() || lag <= 0 {
 		return b.maxBatch
 	}

@@ -15,6 +15,7 @@ func TestBatchPolicy(t *testing.T) {
 		gap       time.Duration // between claims (0: no claims recorded)
 		dropped   int
 		slotLag   time.Duration // each claim comes this long after the previous claim's caller got its slot
+		ask       time.Duration // each claim was asked for this long after the previous one returned (0: not recorded)
 		sharers   int
 		uncertain bool
 		sizes     []int // successive answers to size(1, …)
@@ -25,6 +26,17 @@ func TestBatchPolicy(t *testing.T) {
 		// claimed k×0.9ms late, so two fit within the 2ms lateness bound.
 		{name: "light demand: what waiters can claim in time", gap: 2 * time.Millisecond, sharers: 1,
 			sizes: []int{2, 2, 2}},
+		// Each claim waited 2ms for a Redis round trip, but was asked for
+		// 0.9ms after the last returned: at 1.2ms a claim (a third more)
+		// the k-th slot from a buffer is claimed k×0.1ms late, so the
+		// batch grows to twenty. By the gap alone it would be two, and
+		// every claim would wait a round trip again.
+		{name: "own pace, not the round trips claims waited for", gap: 2 * time.Millisecond,
+			ask: 900 * time.Microsecond, sharers: 1, sizes: []int{2, 4, 8, 16, 20, 20}},
+		// Asked for nearly as late as the gap (another caller's claims
+		// came between): the gap decides.
+		{name: "the gap when it is less", gap: 2 * time.Millisecond, ask: 1600 * time.Microsecond,
+			sharers: 1, sizes: []int{2, 2}},
 		{name: "uncertain clock: one slot at a time", sharers: 1, uncertain: true, sizes: []int{1, 1, 1}},
 		{name: "waste halves", sharers: 1, dropped: 5, sizes: []int{1, 2, 4}},
 		// Waits for its slots, but claims each 50ms after the last (one
@@ -45,6 +57,9 @@ func TestBatchPolicy(t *testing.T) {
 					now := t0.Add(time.Duration(i) * tt.gap)
 					b.noteClaim(now)
 					b.noteReturn(now.Add(tt.gap - tt.slotLag))
+					if tt.ask > 0 {
+						b.noteAsk(tt.ask)
+					}
 				}
 			}
 			b.noteDropped(tt.dropped)

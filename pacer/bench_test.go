@@ -2,8 +2,13 @@ package pacer
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/internal/testredis"
 )
@@ -89,5 +94,47 @@ func TestBatchingSavesRoundTrips(t *testing.T) {
 	}
 	if s.Expired > s.Used/10 {
 		t.Errorf("%d slots expired for %d used, want at most a tenth", s.Expired, s.Used)
+	}
+}
+
+// A replica far below the schedule's rate (no cap in reach) behind a
+// link with a millisecond of latency takes its slots in batches sized by
+// its own pace, not by the round trips its claims waited for: sized by
+// those, every batch was one slot, so every claim waited a round trip
+// again (one call per slot at the ceiling on a loaded host).
+func TestBatchingAtOwnPaceBehindASlowLink(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	link := toxiproxy.NewProxy(tp, "pace", "127.0.0.1:0", srv.Addr())
+	if err := link.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Stop)
+	if _, err := link.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: link.Listen, MaxRetries: -1, ReadTimeout: 2 * time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	p, err := New(rdb, Config{Name: "pace", Rate: 1e6, Burst: 1000}) // as make bench's ceiling
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 2000 {
+		if _, err := p.Take(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		// 150µs of work per slot, spun rather than slept: a sleep that
+		// short lasts a millisecond on a loaded machine.
+		for start := time.Now(); time.Since(start) < 150*time.Microsecond; {
+		}
+	}
+	s := p.Stats()
+	perSlot := float64(s.Calls) / float64(s.Used)
+	t.Logf("%d Redis calls for %d slots (%.3f per slot), forfeited %v", s.Calls, s.Used, perSlot, s.Forfeited)
+	if perSlot > 0.5 {
+		t.Errorf("%.3f Redis calls per slot, want at most 0.5", perSlot)
 	}
 }

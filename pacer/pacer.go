@@ -56,6 +56,11 @@ type Pacer struct {
 	// (batchPolicy.noteReturn).
 	epoch    time.Time
 	returned atomic.Int64
+	// gave is when the caller of the last Take to return got it, by this
+	// replica's clock, as time since epoch (0: none yet): the batch policy
+	// measures from it how soon the next claim is asked for
+	// (batchPolicy.noteAsk).
+	gave atomic.Int64
 	// wakeLag, set only by tests, makes every wait that sleeps end that
 	// much late, as a loaded machine's timers do (wait.go).
 	wakeLag time.Duration
@@ -188,6 +193,7 @@ func (p *Pacer) take(ctx context.Context, tenant string, n int, ahead time.Durat
 				got = woke
 			}
 			p.returned.Store(max(1, int64(got.Sub(p.epoch))))
+			p.gave.Store(max(1, int64(woke.Sub(p.epoch))))
 		}
 		return s, nil
 	}
@@ -234,15 +240,22 @@ func (p *Pacer) claim(ctx context.Context, tenant string, n int, held []slot) ([
 	if cap(held) < n {
 		held = make([]slot, 0, n)
 	}
+	var asked time.Time
 	for {
 		p.mu.Lock()
 		now := p.cfg.Clock.Now()
+		if asked.IsZero() {
+			asked = now
+		}
 		p.dropExpiredLocked(now)
 		held = p.takeLocked(held, n, tenant)
 		if len(held) == n {
 			if tenant == "" {
 				if r := p.returned.Load(); r > 0 {
 					p.batch.noteReturn(p.epoch.Add(time.Duration(r)))
+				}
+				if g := p.gave.Load(); g > 0 {
+					p.batch.noteAsk(asked.Sub(p.epoch.Add(time.Duration(g))))
 				}
 				p.batch.noteClaim(now)
 			}
