@@ -98,7 +98,7 @@ func (q *Queue) take(lane string, n int) ([]queue.Delivery, time.Duration, error
 	keys := []string{q.keys.lane(lane), q.keys.delayed(lane), q.keys.dead(), q.keys.deadIndex(), q.keys.claimCursor(lane)}
 	ctx := context.Background() // the reply must be read: see Fetch
 	v, err := q.scripts.fetch.Run(ctx, q.client, keys, group, q.cfg.Consumer, n,
-		q.cfg.VisibilityTimeout.Milliseconds(), q.cfg.MaxAttempts, lane, promoteLimit).Result()
+		q.cfg.VisibilityTimeout.Milliseconds(), q.cfg.MaxAttempts, lane, promoteLimit, q.scanRest().Milliseconds()).Result()
 	if err != nil {
 		return nil, 0, err
 	}

@@ -35,7 +35,18 @@ const (
 	closeTimeout = 2 * time.Second
 	// defaultListLimit is ListDead's limit when it is given none.
 	defaultListLimit = 100
+	// maxScanRest bounds how long the scan for timed-out deliveries rests
+	// after a pass over a lane's pending entries (fetch.lua).
+	maxScanRest = time.Second
 )
+
+// scanRest is how long the scan for timed-out deliveries of a lane rests
+// after a pass over its pending entries: a tenth of the visibility timeout,
+// at most maxScanRest, so that a delivery is claimed at most that much
+// after it timed out, and fetches in between scan nothing.
+func (q *Queue) scanRest() time.Duration {
+	return max(min(q.cfg.VisibilityTimeout/10, maxScanRest), time.Millisecond)
+}
 
 var _ queue.Queue = (*Queue)(nil)
 

@@ -117,3 +117,42 @@ func TestUnreadableEntryIsDeadLettered(t *testing.T) {
 		t.Errorf("ListDead: got %+v, want one unreadable job keeping its text", dead)
 	}
 }
+
+// TestScanRestsAfterAPass: once a scan for timed-out deliveries has passed
+// over a lane's pending entries, fetches within the rest (a tenth of the
+// visibility timeout, at most 1s) scan nothing: at the ceiling, a scan on
+// every fetch over the same live entries was an eighth of Redis' time.
+func TestScanRestsAfterAPass(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	testredis.RequireReal(t, srv)
+	q := open(t, srv, queue.Config{Name: "rest", Lanes: []string{"only"}, VisibilityTimeout: 10 * time.Second})
+	const n = 50
+	jobs := make([]*queue.Job, n)
+	for i := range jobs {
+		jobs[i] = &queue.Job{Payload: fmt.Appendf(nil, `{"n":%d}`, i)}
+	}
+	if _, err := q.Enqueue(t.Context(), jobs...); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	fetchAll(t, q, 1) // makes the consumer group
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for range n - 1 { // one job per fetch, each left pending
+		fetchAll(t, q, 1)
+	}
+	elapsed := time.Since(start)
+	st, err := testredis.CommandStats(t.Context(), rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scans := st["xautoclaim"].Calls
+	// One pass per rest of 1s that began while fetching.
+	if most := int64(elapsed/time.Second) + 1; scans > most {
+		t.Errorf("%d scans for %d fetches in %s, want at most %d", scans, st["evalsha"].Calls, elapsed, most)
+	}
+	t.Logf("%d scans for %d fetches in %s", scans, st["evalsha"].Calls, elapsed)
+}
