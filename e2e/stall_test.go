@@ -132,3 +132,59 @@ func TestStallOf(t *testing.T) {
 		}
 	}
 }
+
+// quietRate is how many of times fall in [from, to) outside the stalls, per
+// second of that window outside them, and the stalled time within it: a
+// rate judged over the time the test process ran, as checkExact judges the
+// mean. A stall of the whole machine, when nothing can arrive, then no
+// longer reads as a slow cluster.
+func quietRate(times []time.Time, stalls []span, from, to time.Time) (float64, time.Duration) {
+	spans, _ := merged(stalls)
+	var clipped []span
+	var stalled time.Duration
+	for _, s := range spans {
+		c := span{from: later(s.from, from), to: earlier(s.to, to)}
+		if c.to.After(c.from) {
+			clipped = append(clipped, c)
+			stalled += c.to.Sub(c.from)
+		}
+	}
+	n := 0
+	for _, at := range times {
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		if !slices.ContainsFunc(clipped, func(s span) bool { return !at.Before(s.from) && at.Before(s.to) }) {
+			n++
+		}
+	}
+	quiet := to.Sub(from) - stalled
+	if quiet <= 0 {
+		return 0, stalled
+	}
+	return float64(n) / quiet.Seconds(), stalled
+}
+
+func TestQuietRate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var times []time.Time
+	for ms := 0; ms < 1000; ms += 10 { // 100/s over [0, 1s)
+		times = append(times, at(ms))
+	}
+	// No arrivals during a stall of 200ms: the rate over the rest is 100/s.
+	gapped := slices.DeleteFunc(slices.Clone(times), func(x time.Time) bool { return !x.Before(at(400)) && x.Before(at(600)) })
+	stalls := []span{{at(400), at(600)}, {at(1200), at(1300)}} // the second outside the window
+	rate, stalled := quietRate(gapped, stalls, at(0), at(1000))
+	if rate != 100 || stalled != 200*time.Millisecond {
+		t.Errorf("quietRate with a 200ms stall: %.1f/s, %s stalled; want 100/s, 200ms", rate, stalled)
+	}
+	// Without the stall, the gap reads as 80/s.
+	if rate, _ := quietRate(gapped, nil, at(0), at(1000)); rate != 80 {
+		t.Errorf("quietRate without stalls: %.1f/s, want 80/s", rate)
+	}
+	// Arrivals inside a stall leave with its time.
+	if rate, _ := quietRate(times, stalls, at(0), at(1000)); rate != 100 {
+		t.Errorf("quietRate with arrivals in the stall: %.1f/s, want 100/s", rate)
+	}
+}
