@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
-
 	"github.com/sluicehq/sluice/internal/testredis"
 )
 
@@ -106,19 +102,7 @@ func TestSlowStarterSettlesBeforeItsFirstSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	link := toxiproxy.NewProxy(tp, "settle", "127.0.0.1:0", srv.Addr())
-	if err := link.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(link.Stop)
-	if _, err := link.Toxics.AddToxicJson(strings.NewReader(
-		`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":40}}`)); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: link.Listen, MaxRetries: -1, ReadTimeout: 2 * time.Second})
-	t.Cleanup(func() { _ = rdb.Close() })
-	slow, err := New(rdb, cfg)
+	slow, err := New(slowLink(t, srv, 40*time.Millisecond), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

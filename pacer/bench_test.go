@@ -2,13 +2,8 @@ package pacer
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
-
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/internal/testredis"
 )
@@ -104,18 +99,7 @@ func TestBatchingSavesRoundTrips(t *testing.T) {
 // again (one call per slot at the ceiling on a loaded host).
 func TestBatchingAtOwnPaceBehindASlowLink(t *testing.T) {
 	srv := testredis.Start(t, testredis.Options{})
-	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	link := toxiproxy.NewProxy(tp, "pace", "127.0.0.1:0", srv.Addr())
-	if err := link.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(link.Stop)
-	if _, err := link.Toxics.AddToxicJson(strings.NewReader(
-		`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":1}}`)); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: link.Listen, MaxRetries: -1, ReadTimeout: 2 * time.Second})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := slowLink(t, srv, time.Millisecond)
 	p, err := New(rdb, Config{Name: "pace", Rate: 1e6, Burst: 1000}) // as make bench's ceiling
 	if err != nil {
 		t.Fatal(err)

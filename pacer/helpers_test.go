@@ -2,13 +2,17 @@ package pacer
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/internal/poll"
@@ -69,6 +73,25 @@ func newClientPacer(t *testing.T, srv *testredis.Server, cfg Config) *Pacer {
 		t.Fatalf("New: %v", err)
 	}
 	return p
+}
+
+// slowLink returns a client of srv through an embedded toxiproxy that
+// delays every reply by latency.
+func slowLink(t *testing.T, srv *testredis.Server, latency time.Duration) *redis.Client {
+	t.Helper()
+	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	link := toxiproxy.NewProxy(tp, t.Name(), "127.0.0.1:0", srv.Addr())
+	if err := link.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Stop)
+	if _, err := link.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, latency.Milliseconds()))); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: link.Listen, MaxRetries: -1, ReadTimeout: 2 * time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
 
 // spin runs a waiter on p until ctx ends, recording the stamp of every slot
