@@ -37,6 +37,11 @@ func TestBatchPolicy(t *testing.T) {
 		// came between): the gap decides.
 		{name: "the gap when it is less", gap: 2 * time.Millisecond, ask: 1600 * time.Microsecond,
 			sharers: 1, sizes: []int{2, 2}},
+		// Its claims wait for their slots (a cap binds), so it comes back
+		// at once, but not soon enough after its slots to count as
+		// saturated (late wakings on a loaded host): the gap decides.
+		{name: "claims that wait for their slots: the gap", waits: 10, gap: 2 * time.Millisecond,
+			slotLag: 1500 * time.Microsecond, ask: 100 * time.Microsecond, sharers: 4, sizes: []int{2, 2}},
 		{name: "uncertain clock: one slot at a time", sharers: 1, uncertain: true, sizes: []int{1, 1, 1}},
 		{name: "waste halves", sharers: 1, dropped: 5, sizes: []int{1, 2, 4}},
 		// Waits for its slots, but claims each 50ms after the last (one
