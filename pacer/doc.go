@@ -21,12 +21,13 @@
 // policy (batchPolicy, pure) grows a batch while every slot is used and
 // halves it after waste; a saturated replica takes at most its fair share
 // of the horizon, a lightly loaded one only what its waiters can claim in
-// time, at their own pace: how soon after getting a slot a caller asks for
-// the next, not how long its claims waited for Redis (a replica whose
-// claims each waited a round trip would otherwise be sized one slot a
-// call, and every claim would wait a round trip again: one call per job
-// far below the cap on a loaded host). A replica asks for more before its
-// slots run out, in the
+// time, at their own pace when their claims find their slots due: how
+// soon after getting a slot a caller asks for the next, not how long its
+// claims waited for Redis (a replica whose claims each waited a round trip
+// would otherwise be sized one slot a call, and every claim would wait a
+// round trip again: one call per job far below the cap on a loaded host).
+// A replica whose claims wait for their slots is sized by the time between
+// them. A replica asks for more before its slots run out, in the
 // background, so the schedule runs on without gaps. Slots granted and not
 // used are lost: the cap holds even when a replica dies holding slots.
 //
