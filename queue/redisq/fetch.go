@@ -95,7 +95,8 @@ func (q *Queue) slice(ctx context.Context, next time.Duration) time.Duration {
 // take runs fetch.lua for lane. It returns the deliveries and how long until
 // the lane's next due-later job is due (-1 when none).
 func (q *Queue) take(lane string, n int) ([]queue.Delivery, time.Duration, error) {
-	keys := []string{q.keys.lane(lane), q.keys.delayed(lane), q.keys.dead(), q.keys.deadIndex(), q.keys.claimCursor(lane)}
+	keys := []string{q.keys.lane(lane), q.keys.delayed(lane), q.keys.dead(), q.keys.deadIndex(), q.keys.claimCursor(lane),
+		q.keys.claimRest(lane)}
 	ctx := context.Background() // the reply must be read: see Fetch
 	v, err := q.scripts.fetch.Run(ctx, q.client, keys, group, q.cfg.Consumer, n,
 		q.cfg.VisibilityTimeout.Milliseconds(), q.cfg.MaxAttempts, lane, promoteLimit, q.scanRest().Milliseconds()).Result()

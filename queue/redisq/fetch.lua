@@ -7,9 +7,9 @@
 --      10n pending entries, so the scan goes on from a cursor kept in Redis
 --      (and wraps at the end): an abandoned entry behind many live ones is
 --      reached after a few calls instead of never. A pass that reaches the
---      end rests for ARGV[8] ms (the cursor key holds "rest" meanwhile), so
---      that fetches do not scan the same live entries over and over: at the
---      ceiling, a scan on every fetch was an eighth of Redis' time;
+--      end rests for ARGV[8] ms (KEYS[6] exists meanwhile), so that fetches
+--      do not scan the same live entries over and over: at the ceiling, a
+--      scan on every fetch was an eighth of Redis' time;
 --   3. reads new entries for the rest (XREADGROUP '>', not blocking).
 -- A due-later member is "<token>:<attempts>:<len(id)>:<id><job JSON>".
 --
@@ -18,6 +18,7 @@
 -- KEYS[3] -> the dead-letter stream
 -- KEYS[4] -> the dead-letter index hash (job id -> dead-letter entry id)
 -- KEYS[5] -> the lane's claim cursor (string: the entry id to scan from)
+-- KEYS[6] -> the lane's claim rest (exists while the scan rests)
 -- ARGV[1] -> the consumer group
 -- ARGV[2] -> the consumer
 -- ARGV[3] -> n, the most entries to return
@@ -30,7 +31,7 @@
 -- Returns {next_due, then 4 values per entry: entry id, attempts before this
 -- entry, delivery count, job JSON}. next_due is the time in ms until the
 -- lane's next due-later job is due (0: some are due now, -1: none).
-local stream, delayed, dead, index, cursor = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local stream, delayed, dead, index, cursor, resting = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local group, consumer, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local vis, max, lane, promote, rest = ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7]), ARGV[8]
 local t = redis.call('TIME')
@@ -54,12 +55,12 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0,
 end
 
 local out = {-1}
-local from = redis.call('GET', cursor) or '0-0'
 local claimed = {'', {}}
-if from ~= 'rest' then
-  claimed = redis.call('XAUTOCLAIM', stream, group, consumer, vis, from, 'COUNT', n)
+if redis.call('EXISTS', resting) == 0 then
+  claimed = redis.call('XAUTOCLAIM', stream, group, consumer, vis, redis.call('GET', cursor) or '0-0', 'COUNT', n)
   if claimed[1] == '0-0' then
-    redis.call('SET', cursor, 'rest', 'PX', rest)
+    redis.call('DEL', cursor)
+    redis.call('SET', resting, '1', 'PX', rest)
   else
     redis.call('SET', cursor, claimed[1])
   end

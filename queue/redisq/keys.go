@@ -20,6 +20,13 @@ func (k keys) delayed(lane string) string { return k.prefix + "delayed:" + lane 
 // starts.
 func (k keys) claimCursor(lane string) string { return k.prefix + "claim-cursor:" + lane }
 
+// claimRest exists while the scan for timed-out deliveries of a lane rests
+// after a pass over its pending entries (fetch.lua). It is a key of its
+// own, not a value of the cursor, so that a replica of an earlier version
+// still reading the cursor during a rolling upgrade finds only entry ids
+// there.
+func (k keys) claimRest(lane string) string { return k.prefix + "claim-rest:" + lane }
+
 // dead is the stream of dead letters, oldest first.
 func (k keys) dead() string { return k.prefix + "dead" }
 

@@ -3,6 +3,7 @@ package redisq_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -134,9 +135,14 @@ func TestScanRestsAfterAPass(t *testing.T) {
 	if _, err := q.Enqueue(t.Context(), jobs...); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
-	fetchAll(t, q, 1) // makes the consumer group
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
+	warm := time.Now()
+	fetchAll(t, q, 1) // makes the consumer group; its scan finds nothing pending and rests
+	resting, err := rdb.Exists(t.Context(), "sluice:{rest}:claim-rest:only").Result()
+	if err != nil || resting != 1 && time.Since(warm) < time.Second {
+		t.Errorf("claim rest key after a pass: %d, %v; want it set while the scan rests (1s)", resting, err)
+	}
 	if err := rdb.ConfigResetStat(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -155,4 +161,10 @@ func TestScanRestsAfterAPass(t *testing.T) {
 		t.Errorf("%d scans for %d fetches in %s, want at most %d", scans, st["evalsha"].Calls, elapsed, most)
 	}
 	t.Logf("%d scans for %d fetches in %s", scans, st["evalsha"].Calls, elapsed)
+	// The cursor holds only entry ids, as earlier versions read it (a
+	// rolling upgrade runs both): the rest is a key of its own.
+	if v, err := rdb.Get(t.Context(), "sluice:{rest}:claim-cursor:only").Result(); err != redis.Nil &&
+		(err != nil || !regexp.MustCompile(`^\d+-\d+$`).MatchString(v)) {
+		t.Errorf("claim cursor = %q, %v; want an entry id or none", v, err)
+	}
 }

@@ -42,7 +42,7 @@ func TestReplyRefusesBadShapes(t *testing.T) {
 
 func TestKeysShareOneHashTag(t *testing.T) {
 	k := newKeys("sms")
-	all := []string{k.lane("vip"), k.delayed("vip"), k.claimCursor("vip"), k.dead(), k.deadIndex(), k.dedup("a{b}c")}
+	all := []string{k.lane("vip"), k.delayed("vip"), k.claimCursor("vip"), k.claimRest("vip"), k.dead(), k.deadIndex(), k.dedup("a{b}c")}
 	for _, key := range all {
 		if !strings.HasPrefix(key, "sluice:{sms}:") {
 			t.Errorf("key %q: want the prefix sluice:{sms}:", key)
