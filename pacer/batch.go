@@ -97,16 +97,10 @@ func (b *batchPolicy) noteReturn(at time.Time) { b.lastReturn = at }
 // noteClaim records a claim at now.
 func (b *batchPolicy) noteClaim(now time.Time) {
 	if !b.lastReturn.IsZero() {
-		d := max(now.Sub(b.lastReturn), 0)
-		b.claimDelay = (claimGapMemory*b.claimDelay + d) / (claimGapMemory + 1)
+		b.claimDelay = averaged(b.claimDelay, max(now.Sub(b.lastReturn), 0), false)
 	}
 	if !b.lastClaim.IsZero() {
-		gap := now.Sub(b.lastClaim)
-		if b.claimGap == 0 {
-			b.claimGap = gap
-		} else {
-			b.claimGap = (claimGapMemory*b.claimGap + gap) / (claimGapMemory + 1)
-		}
+		b.claimGap = averaged(b.claimGap, now.Sub(b.lastClaim), b.claimGap == 0)
 	}
 	b.lastClaim = now
 }
@@ -114,12 +108,17 @@ func (b *batchPolicy) noteClaim(now time.Time) {
 // noteAsk records that a claim was asked for d after the caller of the
 // claim before it got its slot (0 when it came sooner: another caller's).
 func (b *batchPolicy) noteAsk(d time.Duration) {
-	d = max(d, 0)
-	if !b.asked {
-		b.askDelay, b.asked = d, true
-		return
+	b.askDelay = averaged(b.askDelay, max(d, 0), !b.asked)
+	b.asked = true
+}
+
+// averaged is the moving average avg with the sample d added (weight
+// claimGapMemory for the past), or d itself when it is the first.
+func averaged(avg, d time.Duration, first bool) time.Duration {
+	if first {
+		return d
 	}
-	b.askDelay = (claimGapMemory*b.askDelay + d) / (claimGapMemory + 1)
+	return (claimGapMemory*avg + d) / (claimGapMemory + 1)
 }
 
 // noteDropped records n slots dropped unclaimed.
