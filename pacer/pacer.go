@@ -162,9 +162,6 @@ func (p *Pacer) take(ctx context.Context, tenant string, n int, ahead time.Durat
 			start = now
 		}
 		last := held[len(held)-1]
-		if tenant == "" { // a tenant's claims come at its rate: they tell the batch policy nothing
-			p.afterClaim(ctx, last.local, now)
-		}
 		early := p.aheadOf(ahead)
 		woke, err := p.waitFor(ctx, last.local.Add(-early), now, early <= 0)
 		if err != nil {
@@ -258,6 +255,7 @@ func (p *Pacer) claim(ctx context.Context, tenant string, n int, held []slot) ([
 					p.batch.noteAsk(asked.Sub(p.epoch.Add(time.Duration(g))))
 				}
 				p.batch.noteClaim(now)
+				p.afterClaimLocked(ctx, held[len(held)-1].local, now)
 			}
 			p.mu.Unlock()
 			return held, now, nil
@@ -314,14 +312,14 @@ func (p *Pacer) moreLocked(ctx context.Context, now time.Time, need int) error {
 	return err
 }
 
-// afterClaim notes in the batch policy whether the caller waits for its
-// slot, and tops the buffer up (topUpLocked), under one lock and with the
-// claim's reading of the clock.
-func (p *Pacer) afterClaim(ctx context.Context, held, now time.Time) {
-	p.mu.Lock()
+// afterClaimLocked notes in the batch policy whether the caller of a
+// claim (not a tenant's: those come at the tenant's rate and tell the
+// policy nothing) waits for its slot, held, and tops the buffer up in the
+// background (topUpLocked), within the claim's lock and with its reading
+// of the clock. p.mu must be held.
+func (p *Pacer) afterClaimLocked(ctx context.Context, held, now time.Time) {
 	p.batch.noteWait(held.After(now))
 	ch, want, stride, from := p.topUpLocked(held, now)
-	p.mu.Unlock()
 	if ch == nil {
 		return
 	}
