@@ -1,6 +1,8 @@
 -- extend.lua restarts a delivery's visibility timeout: the entry is claimed
 -- again by the same consumer with JUSTID, which resets its idle time without
--- counting a delivery. The delivery must still be this consumer's, as in
+-- counting a delivery. RETRYCOUNT pins the count to what it was, which is
+-- what JUSTID alone does on Redis; an in-memory server that counts the claim
+-- (miniredis, which the demo runs on) would otherwise fail the ack after it. The delivery must still be this consumer's, as in
 -- ack.lua; a plain XCLAIM would take the entry from another consumer.
 --
 -- KEYS[1] -> the lane stream
@@ -13,5 +15,5 @@ local ok, p = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 
 if not ok or #p == 0 or tonumber(p[1][4]) ~= tonumber(ARGV[4]) then
   return 0
 end
-redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'RETRYCOUNT', p[1][4], 'JUSTID')
 return 1

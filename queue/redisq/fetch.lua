@@ -7,7 +7,8 @@
 --      10n pending entries, so the scan goes on from a cursor kept in Redis
 --      (and wraps at the end): an abandoned entry behind many live ones is
 --      reached after a few calls instead of never. A pass that reaches the
---      end rests for ARGV[8] ms (KEYS[6] exists meanwhile), so that fetches
+--      end rests for ARGV[8] ms (KEYS[6] holds the rest's end, by Redis'
+--      TIME in ms, and expires with it), so that fetches
 --      do not scan the same live entries over and over: at the ceiling, a
 --      scan on every fetch was an eighth of Redis' time;
 --   3. reads new entries for the rest (XREADGROUP '>', not blocking).
@@ -18,7 +19,9 @@
 -- KEYS[3] -> the dead-letter stream
 -- KEYS[4] -> the dead-letter index hash (job id -> dead-letter entry id)
 -- KEYS[5] -> the lane's claim cursor (string: the entry id to scan from)
--- KEYS[6] -> the lane's claim rest (exists while the scan rests)
+-- KEYS[6] -> the lane's claim rest (string: when the rest ends, in ms; the
+--            end is compared as well as expired, so that a server which does
+--            not expire keys on its own clock, miniredis, still ends it)
 -- ARGV[1] -> the consumer group
 -- ARGV[2] -> the consumer
 -- ARGV[3] -> n, the most entries to return
@@ -56,11 +59,12 @@ end
 
 local out = {-1}
 local claimed = {'', {}}
-if redis.call('EXISTS', resting) == 0 then
+local ends = tonumber(redis.call('GET', resting) or '')
+if not ends or ends <= now then
   claimed = redis.call('XAUTOCLAIM', stream, group, consumer, vis, redis.call('GET', cursor) or '0-0', 'COUNT', n)
   if claimed[1] == '0-0' then
     redis.call('DEL', cursor)
-    redis.call('SET', resting, '1', 'PX', rest)
+    redis.call('SET', resting, now + tonumber(rest), 'PX', rest)
   else
     redis.call('SET', cursor, claimed[1])
   end
