@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,25 +290,39 @@ func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 	return f
 }
 
-// profileReplica writes a 2s CPU profile of the first replica to path
-// (SLUICE_BENCH_PROFILE=dir make bench; read it with go tool pprof).
+// profileReplica writes a 2s CPU profile of the first replica to path and
+// the allocations it made over the same 2s beside it (.allocs.pprof)
+// (SLUICE_BENCH_PROFILE=dir make bench; read them with go tool pprof).
 func profileReplica(t *testing.T, c *cluster, path string) {
 	t.Helper()
 	u, ok := c.allProcs()[0].metricsURL(10 * time.Second)
 	if !ok {
 		t.Fatal("profile: no metrics URL")
 	}
-	resp, err := http.Get(strings.TrimSuffix(u, "/metrics") + "/debug/pprof/profile?seconds=2")
+	base := strings.TrimSuffix(u, "/metrics") + "/debug/pprof/"
+	allocs := strings.TrimSuffix(path, ".pprof") + ".allocs.pprof"
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, p := range []struct{ url, path string }{{base + "profile?seconds=2", path}, {base + "allocs?seconds=2", allocs}} {
+		wg.Go(func() { errs[i] = fetchProfile(p.url, p.path) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CPU and allocation profiles of %s: %s, %s", c.allProcs()[0].name, path, allocs)
+}
+
+// fetchProfile writes the profile served at url to path.
+func fetchProfile(url, path string) error {
+	resp, err := http.Get(url)
 	if err != nil {
-		t.Fatalf("profile: %v", err)
+		return fmt.Errorf("profile: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("profile: %s: %v", resp.Status, err)
+		return fmt.Errorf("profile %s: %s: %v", url, resp.Status, err)
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("CPU profile of %s: %s", c.allProcs()[0].name, path)
+	return os.WriteFile(path, b, 0o644)
 }
