@@ -20,7 +20,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // open returns a queue on srv with its own client, closed when t ends.
 func open(t *testing.T, srv *testredis.Server, cfg queue.Config) *redisq.Queue {
 	t.Helper()
-	q, err := redisq.New(srv.Client(), cfg)
+	return openOn(t, srv.Client(), cfg)
+}
+
+// openOn returns a queue on client c, closed when t ends.
+func openOn(t *testing.T, c redis.UniversalClient, cfg queue.Config) *redisq.Queue {
+	t.Helper()
+	q, err := redisq.New(c, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -49,16 +55,7 @@ func TestConformanceMiniredis(t *testing.T) {
 	queuetest.Run(t, func(t *testing.T, cfg queue.Config) queue.Queue {
 		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		t.Cleanup(func() { _ = c.Close() })
-		q, err := redisq.New(c, cfg)
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := q.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return q
+		return openOn(t, c, cfg)
 	}, queuetest.Features{OriginalIDOnDuplicate: true})
 }
 
