@@ -41,7 +41,10 @@ const maxDrain = 64 << 10
 // cfg and returns Validate's error, if any, wrapping ErrInvalidConfig.
 //
 // The sink has its own connection pool of cfg.MaxInFlight connections to
-// the provider over HTTP/1.1, and follows no redirect.
+// the provider over HTTP/1.1, and follows no redirect. A request that goes
+// through no proxy is written and its answer read on the caller's
+// goroutine (see direct); one through a proxy (HTTP_PROXY, HTTPS_PROXY,
+// NO_PROXY) goes through net/http's transport.
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -88,7 +91,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	h.client = &http.Client{
-		Transport: gatedTransport{next: transport, spares: spares},
+		Transport: gatedTransport{next: newDirect(transport, cfg.MaxInFlight), spares: spares},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

@@ -158,5 +158,5 @@ func (p *proxy) tunnel(c net.Conn, in *bufio.Reader, up net.Conn) {
 // use makes h send through p.
 func (p *proxy) use(h *HTTP) {
 	u, _ := url.Parse(p.srv.URL)
-	h.client.Transport.(gatedTransport).next.(*http.Transport).Proxy = http.ProxyURL(u)
+	h.client.Transport.(gatedTransport).next.(*direct).via.Proxy = http.ProxyURL(u)
 }
