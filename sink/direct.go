@@ -27,8 +27,10 @@ import (
 // What it keeps of net/http's transport, as gatedTransport relies on it:
 // the connection chosen for a request is reported to the request's
 // httptrace GotConn (which arms a gateConn with the request's gate), it
-// dials through the sink's gated dials, at most MaxInFlight requests are
-// in flight, and a request is written at most once: a connection that
+// dials through the sink's gated dials, a request the gate refused at its
+// write leaves its connection clean (here it goes back to the pool at
+// once), at most MaxInFlight requests are in flight, and a request is
+// written at most once: a connection that
 // fails, before or after the request left, fails the request (the engine
 // retries it on a later slot). A kept connection found closed by the
 // provider while idle is not written on. A request whose proxy (via.Proxy,
@@ -146,6 +148,14 @@ func (d *direct) roundTrip(ctx context.Context, req *http.Request, key, addr str
 	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(aLongTimeAgo) })
 	resp, err := d.exchange(pc, buf.Bytes(), req)
 	if err != nil {
+		if _, gate := refused(err); gate {
+			// Nothing of req was written: the connection goes back to the
+			// pool as it was, for the next request.
+			if gc, ok := pc.c.(*gateConn); ok && stop() && gc.reclaim() {
+				d.put(pc)
+				return nil, err
+			}
+		}
 		stop()
 		_ = pc.c.Close()
 		if ctx.Err() != nil {

@@ -223,3 +223,28 @@ func TestDirectReusesTLSConnections(t *testing.T) {
 		t.Errorf("TLS connections for 20 sequential sends: %d, want 1", n)
 	}
 }
+
+// A request the gate refused at its write leaves its connection in the
+// sink's pool as if it had never taken it: kept as long as any idle
+// connection (not a spare's two seconds), and the next send goes on it.
+func TestRefusalLeavesTheConnectionInThePool(t *testing.T) {
+	p := newProvider(t, answer(200, "ok"))
+	h := newSink(t, HTTPConfig{URL: p.URL})
+	h.client.Transport.(gatedTransport).spares.age = time.Nanosecond // a spare would be closed at once
+	pass := WithGate(context.Background(), func() error { return nil })
+	for i, step := range []string{"refuse", "send", "refuse", "refuse", "send"} {
+		if step == "refuse" {
+			refuse(t, h, directJob("j"))
+			continue
+		}
+		if err := h.Send(pass, directJob("j")); err != nil {
+			t.Fatalf("step %d: send: %v", i, err)
+		}
+	}
+	if n := p.newConns.Load(); n != 1 {
+		t.Errorf("the provider saw %d connections for 2 sends and 3 refusals, want 1", n)
+	}
+	if n := spareCount(h); n != 0 {
+		t.Errorf("%d spares, want 0: the sink's own transport keeps a refused request's connection", n)
+	}
+}

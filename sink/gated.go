@@ -190,6 +190,21 @@ func (c *gateConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// reclaim readies c for another request after its gate refused one, when
+// the refusal left it clean (nothing of that request written, nothing read
+// since), and reports whether it did. The sink's own transport (direct)
+// keeps such a connection in its pool, as if the refused request had never
+// taken it; net/http's closes it (Close keeps it in the spares).
+func (c *gateConn) reclaim() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.refused || c.tainted || c.closed || c.underTLS || c.reads > 0 {
+		return false
+	}
+	c.refused = false
+	return true
+}
+
 // Close closes the connection, unless a refusal left it clean: nothing of
 // the refused request was written, the previous answer was read whole
 // (net/http reuses no connection before), and nothing came from the

@@ -74,16 +74,41 @@ func spareCount(h *HTTP) int {
 	return s.lenLocked()
 }
 
+// keptSockets returns the sockets of the connections h keeps for its next
+// requests: the idle ones of its own transport, and the spares net/http's
+// transport dials from.
+func keptSockets(h *HTTP) []net.Conn {
+	gt := h.client.Transport.(gatedTransport)
+	var out []net.Conn
+	d := gt.next.(*direct)
+	d.mu.Lock()
+	for _, l := range d.idle {
+		for _, pc := range l {
+			out = append(out, socket(pc.c))
+		}
+	}
+	d.mu.Unlock()
+	gt.spares.mu.Lock()
+	for _, l := range gt.spares.idle {
+		for _, sp := range l {
+			out = append(out, socket(sp.c))
+		}
+	}
+	gt.spares.mu.Unlock()
+	return out
+}
+
 // refuse sends job on a gate that refuses it at its write, and waits
-// until h keeps the connection: net/http hands the refusal back before it
-// closes the connection (which keeps it), so a send right after could
-// otherwise dial before the connection is kept.
+// until h keeps the connection: net/http's transport (through a proxy)
+// hands the refusal back before it closes the connection (which keeps it),
+// so a send right after could otherwise dial before the connection is
+// kept.
 func refuse(t *testing.T, h *HTTP, job *queue.Job) {
 	t.Helper()
 	if err := h.Send(refuseAtWrite(), job); !errors.Is(err, ErrLate) {
 		t.Fatalf("send refused at write: got %v, want ErrLate", err)
 	}
-	eventually(t, 5*time.Second, func() bool { return spareCount(h) == 1 }, "the refused send's connection is kept")
+	eventually(t, 5*time.Second, func() bool { return len(keptSockets(h)) == 1 }, "the refused send's connection is kept")
 }
 
 // connCounter counts the connections a test server opens and closes.
@@ -112,10 +137,11 @@ func refuseAtWrite() context.Context {
 }
 
 // A kept connection that the server has closed meanwhile is not handed
-// out: the next send opens a new one and goes through (net/http retries
-// nothing on a connection it takes as new, so a dead one would fail the
-// send). A kept connection is closed after its time, and all of them when
-// the sink is closed: none is left open on the provider.
+// out: the next send opens a new one and goes through (a request is
+// written at most once, so a dead connection would fail the send). A
+// spare (a refused request's connection that net/http's transport closed,
+// through a proxy) is closed after its time, and every kept connection
+// when the sink is closed: none is left open on the provider.
 func TestSparesAreLiveAndBounded(t *testing.T) {
 	var cc connCounter
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +155,6 @@ func TestSparesAreLiveAndBounded(t *testing.T) {
 
 	t.Run("closed by the server", func(t *testing.T) {
 		h := newSink(t, HTTPConfig{URL: srv.URL + "/send"})
-		h.client.Transport.(gatedTransport).spares.age = time.Hour // only the server closes it
 		before := cc.opened.Load()
 		refuse(t, h, job)
 		// The client's connect returns before the server accepts: until
@@ -138,21 +163,12 @@ func TestSparesAreLiveAndBounded(t *testing.T) {
 		opened := before + 1
 		eventually(t, 5*time.Second, func() bool { return cc.opened.Load() == opened }, "the server accepts the refused send's connection")
 		srv.CloseClientConnections()
-		s := h.client.Transport.(gatedTransport).spares
 		eventually(t, 5*time.Second, func() bool {
-			if spareCount(h) != 1 {
+			kept := keptSockets(h)
+			if len(kept) != 1 {
 				t.Fatal("the kept connection went before the server closed it")
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			for _, l := range s.idle {
-				for _, sp := range l {
-					if alive(sp.c) {
-						return false
-					}
-				}
-			}
-			return true
+			return !alive(kept[0])
 		}, "the server's close reaches the kept connection")
 		if err := h.Send(pass, job); err != nil {
 			t.Fatalf("send after the server closed the kept connection: %v", err)
@@ -162,12 +178,17 @@ func TestSparesAreLiveAndBounded(t *testing.T) {
 		}
 	})
 
-	t.Run("kept for a while", func(t *testing.T) {
+	t.Run("a spare kept for a while", func(t *testing.T) {
 		h := newSink(t, HTTPConfig{URL: srv.URL + "/send"})
+		px := startProxy(t)
+		px.use(h)
 		h.client.Transport.(gatedTransport).spares.age = 200 * time.Millisecond
 		refuse(t, h, job)
-		eventually(t, 5*time.Second, func() bool { return spareCount(h) == 0 }, "the kept connection is closed after its time")
-		eventually(t, 5*time.Second, func() bool { return cc.opened.Load() == cc.closed.Load() }, "the provider sees every connection closed")
+		if n := spareCount(h); n != 1 {
+			t.Fatalf("%d spares after a refusal through a proxy, want 1", n)
+		}
+		eventually(t, 5*time.Second, func() bool { return spareCount(h) == 0 }, "the spare is closed after its time")
+		eventually(t, 5*time.Second, func() bool { return px.conns.opened.Load() == px.conns.closed.Load() }, "the proxy sees every connection closed")
 	})
 
 	t.Run("closed with the sink", func(t *testing.T) {
@@ -175,15 +196,22 @@ func TestSparesAreLiveAndBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		px := startProxy(t)
 		for range 3 {
-			refuse(t, h, job)
+			refuse(t, h, job) // kept by the sink's own transport
 		}
+		px.use(h)
+		if err := h.Send(refuseAtWrite(), job); !errors.Is(err, ErrLate) { // a spare
+			t.Fatalf("send refused at write: got %v, want ErrLate", err)
+		}
+		eventually(t, 5*time.Second, func() bool { return len(keptSockets(h)) == 2 }, "both connections are kept")
 		if err := h.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if n := spareCount(h); n != 0 {
+		if n := len(keptSockets(h)); n != 0 {
 			t.Errorf("%d connections kept after Close, want 0", n)
 		}
 		eventually(t, 5*time.Second, func() bool { return cc.opened.Load() == cc.closed.Load() }, "the provider sees every connection closed")
+		eventually(t, 5*time.Second, func() bool { return px.conns.opened.Load() == px.conns.closed.Load() }, "the proxy sees every connection closed")
 	})
 }
