@@ -34,7 +34,7 @@ test-long:
 bench: bench-micro bench-e2e
 
 bench-micro:
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./pacer/ ./queue/... ./internal/dispatch/
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./pacer/ ./queue/... ./internal/dispatch/ ./sink/
 
 bench-e2e:
 	@SLUICE_BENCH=1 $(GO) test -count=1 -run 'TestBenchTable|TestBenchIngest' -v -timeout 25m ./e2e/ | grep -vE '^(=== |--- PASS|    --- PASS|PASS$$)'

@@ -30,7 +30,7 @@ type provider struct {
 	handle http.HandlerFunc
 }
 
-func newProvider(t *testing.T, handle http.HandlerFunc) *provider {
+func newProvider(t testing.TB, handle http.HandlerFunc) *provider {
 	t.Helper()
 	p := &provider{done: make(chan struct{}), handle: handle}
 	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
@@ -67,7 +67,7 @@ func (p *provider) setHandler(h http.HandlerFunc) {
 }
 
 // newSink returns an HTTP sink for cfg, closed when the test ends.
-func newSink(t *testing.T, cfg HTTPConfig) *HTTP {
+func newSink(t testing.TB, cfg HTTPConfig) *HTTP {
 	t.Helper()
 	h, err := NewHTTP(cfg)
 	if err != nil {
