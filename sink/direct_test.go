@@ -230,7 +230,7 @@ func TestDirectReusesTLSConnections(t *testing.T) {
 func TestRefusalLeavesTheConnectionInThePool(t *testing.T) {
 	p := newProvider(t, answer(200, "ok"))
 	h := newSink(t, HTTPConfig{URL: p.URL})
-	h.client.Transport.(gatedTransport).spares.age = time.Nanosecond // a spare would be closed at once
+	h.rt.spares.age = time.Nanosecond // a spare would be closed at once
 	pass := WithGate(context.Background(), func() error { return nil })
 	for i, step := range []string{"refuse", "send", "refuse", "refuse", "send"} {
 		if step == "refuse" {

@@ -58,7 +58,7 @@ func TestRefusalThroughAProxy(t *testing.T) {
 		cfg.rootCAs = x509.NewCertPool()
 		cfg.rootCAs.AddCert(prov.Certificate())
 		h := newSink(t, cfg)
-		h.client.Transport.(gatedTransport).spares.age = time.Hour // a wrongly kept tunnel stays open
+		h.rt.spares.age = time.Hour // a wrongly kept tunnel stays open
 		px.use(h)
 		if err := h.Send(refuseAtWrite(), job); !errors.Is(err, ErrLate) {
 			t.Fatalf("send refused at write: got %v, want ErrLate", err)
@@ -158,5 +158,5 @@ func (p *proxy) tunnel(c net.Conn, in *bufio.Reader, up net.Conn) {
 // use makes h send through p.
 func (p *proxy) use(h *HTTP) {
 	u, _ := url.Parse(p.srv.URL)
-	h.client.Transport.(gatedTransport).next.(*direct).via.Proxy = http.ProxyURL(u)
+	h.rt.next.(*direct).via.Proxy = http.ProxyURL(u)
 }

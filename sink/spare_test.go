@@ -68,7 +68,7 @@ func TestRefusalKeepsTheConnection(t *testing.T) {
 
 // spareCount is how many connections h keeps for the next dial.
 func spareCount(h *HTTP) int {
-	s := h.client.Transport.(gatedTransport).spares
+	s := h.rt.spares
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lenLocked()
@@ -78,7 +78,7 @@ func spareCount(h *HTTP) int {
 // requests: the idle ones of its own transport, and the spares net/http's
 // transport dials from.
 func keptSockets(h *HTTP) []net.Conn {
-	gt := h.client.Transport.(gatedTransport)
+	gt := h.rt
 	var out []net.Conn
 	d := gt.next.(*direct)
 	d.mu.Lock()
@@ -182,7 +182,7 @@ func TestSparesAreLiveAndBounded(t *testing.T) {
 		h := newSink(t, HTTPConfig{URL: srv.URL + "/send"})
 		px := startProxy(t)
 		px.use(h)
-		h.client.Transport.(gatedTransport).spares.age = 200 * time.Millisecond
+		h.rt.spares.age = 200 * time.Millisecond
 		refuse(t, h, job)
 		if n := spareCount(h); n != 1 {
 			t.Fatalf("%d spares after a refusal through a proxy, want 1", n)
