@@ -80,9 +80,17 @@ const maxPooledRequest = 64 << 10
 // RoundTrip sends req on a kept or new connection and reads the answer's
 // head; the answer's body is read from the connection by the caller, and
 // closing it hands the connection back (when it was read to its end).
-func (d *direct) RoundTrip(req *http.Request) (*http.Response, error) {
+func (d *direct) RoundTrip(req *http.Request) (*http.Response, error) { return d.send(req, nil) }
+
+// send is RoundTrip, with the connection req goes on armed with g (see
+// writeGate.arm) when g is not nil, else reported to req's httptrace
+// GotConn, if any.
+func (d *direct) send(req *http.Request, g *writeGate) (*http.Response, error) {
 	if d.via.Proxy != nil {
 		if u, err := d.via.Proxy(req); err != nil || u != nil {
+			if g != nil {
+				return gatedTransport{next: d.via}.traced(req, g)
+			}
 			return d.via.RoundTrip(req)
 		}
 	}
@@ -111,7 +119,7 @@ func (d *direct) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, ctx.Err()
 	}
-	resp, err := d.roundTrip(ctx, req, key, addr, dial)
+	resp, err := d.roundTrip(ctx, req, key, addr, dial, g)
 	if err != nil {
 		<-d.slots
 	}
@@ -120,7 +128,7 @@ func (d *direct) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTrip is RoundTrip with its slot taken: on success the answer's body
 // gives the slot back when closed.
-func (d *direct) roundTrip(ctx context.Context, req *http.Request, key, addr string, dial dialFunc) (*http.Response, error) {
+func (d *direct) roundTrip(ctx context.Context, req *http.Request, key, addr string, dial dialFunc, g *writeGate) (*http.Response, error) {
 	// The whole request is written into buf first, so that it leaves in
 	// one write.
 	buf := requestBufs.Get().(*bytes.Buffer)
@@ -142,8 +150,10 @@ func (d *direct) roundTrip(ctx context.Context, req *http.Request, key, addr str
 		}
 		pc = &pconn{c: c, key: key, br: bufio.NewReader(c)}
 	}
-	if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.GotConn != nil {
-		trace.GotConn(httptrace.GotConnInfo{Conn: pc.c, Reused: reused, WasIdle: reused})
+	if info := (httptrace.GotConnInfo{Conn: pc.c, Reused: reused, WasIdle: reused}); g != nil {
+		g.arm(info)
+	} else if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.GotConn != nil {
+		trace.GotConn(info)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(aLongTimeAgo) })
 	resp, err := d.exchange(pc, buf.Bytes(), req)

@@ -49,6 +49,23 @@ func (t gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &gateError{err: err}
 	}
 	st := &writeGate{ctx: req.Context()}
+	if d, ok := t.next.(*direct); ok {
+		// The sink's own transport arms the connection it takes itself,
+		// and writes nothing twice: no trace, no rewind, no copy of req.
+		resp, err := d.send(req, st)
+		if err != nil {
+			if gerr := st.refusal(); gerr != nil {
+				return nil, &gateError{err: gerr}
+			}
+		}
+		return resp, err
+	}
+	return t.traced(req, st)
+}
+
+// traced runs req through the transport beneath with st armed on the
+// connection it gets (the GotConn of an httptrace), and never rewound.
+func (t gatedTransport) traced(req *http.Request, st *writeGate) (*http.Response, error) {
 	ctx := httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: st.arm})
 	once := req.WithContext(ctx) // a shallow copy: RoundTrip must not change req
 	once.GetBody = st.rewind
