@@ -25,8 +25,9 @@ import (
 // goroutine.
 //
 // What it keeps of net/http's transport, as gatedTransport relies on it:
-// the connection chosen for a request is reported to the request's
-// httptrace GotConn (which arms a gateConn with the request's gate), it
+// the connection chosen for a request is armed with the request's gate
+// (writeGate.arm: directly when gatedTransport hands it the request, else
+// through the request's httptrace GotConn, as net/http does), it
 // dials through the sink's gated dials, a request the gate refused at its
 // write leaves its connection clean (here it goes back to the pool at
 // once), at most MaxInFlight requests are in flight, and a request is
