@@ -134,8 +134,9 @@ func (d *direct) roundTrip(ctx context.Context, req *http.Request, key, addr str
 	// one write.
 	buf := requestBufs.Get().(*bytes.Buffer)
 	buf.Reset()
+	writing := false // a goroutine of exchange still writes from buf
 	defer func() {
-		if buf.Cap() <= maxPooledRequest {
+		if !writing && buf.Cap() <= maxPooledRequest {
 			requestBufs.Put(buf)
 		}
 	}()
@@ -157,7 +158,7 @@ func (d *direct) roundTrip(ctx context.Context, req *http.Request, key, addr str
 		trace.GotConn(info)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(aLongTimeAgo) })
-	resp, err := d.exchange(pc, buf.Bytes(), req)
+	resp, writing, err := d.exchange(pc, buf.Bytes(), req)
 	if err != nil {
 		if _, gate := refused(err); gate {
 			// Nothing of req was written: the connection goes back to the
@@ -185,14 +186,62 @@ func (d *direct) roundTrip(ctx context.Context, req *http.Request, key, addr str
 	return resp, nil
 }
 
-// exchange writes the request wire on pc in one write (the gateConn
-// beneath runs the request's gate first) and reads the answer's head.
-func (d *direct) exchange(pc *pconn, wire []byte, req *http.Request) (*http.Response, error) {
-	if _, err := pc.c.Write(wire); err != nil {
-		return nil, err
+// maxSoloWrite is the largest request written whole before its answer is
+// read. A provider may answer before it has read a body (a 413 or a 429 as
+// soon as it has the head), then hold the connection without reading on,
+// or close it with the body unread, which resets it: a request this small
+// fits in the kernel's buffers on the way and its write completes; the
+// rest of a larger one is written while its answer is read, so that the
+// provider's answer, not a blocked or reset write, is what the send
+// returns.
+const maxSoloWrite = 32 << 10
+
+// exchange writes the request wire on pc (the gateConn beneath runs the
+// request's gate first) and reads the answer's head. A request of up to
+// maxSoloWrite bytes leaves in one write before the answer is read; of a
+// larger one, the first maxSoloWrite bytes leave first (the gate runs on
+// them), and the rest in a goroutine of its own while the answer is read.
+// The second result tells whether that goroutine still holds wire when
+// exchange returns: the caller must not reuse it then.
+func (d *direct) exchange(pc *pconn, wire []byte, req *http.Request) (*http.Response, bool, error) {
+	if _, err := pc.c.Write(wire[:min(len(wire), maxSoloWrite)]); err != nil {
+		return nil, false, err
 	}
-	return readResponse(pc.br, req)
+	if len(wire) <= maxSoloWrite {
+		resp, err := readResponse(pc.br, req)
+		return resp, false, err
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := pc.c.Write(wire[maxSoloWrite:])
+		wrote <- err
+	}()
+	// A write that fails leaves the connection broken: the read ends too,
+	// with the answer if the provider sent one before.
+	resp, err := readResponse(pc.br, req)
+	if err != nil {
+		_ = pc.c.Close() // ends the write, if it still waits
+		<-wrote
+		return nil, false, err
+	}
+	t := time.NewTimer(writeWait)
+	defer t.Stop()
+	select {
+	case werr := <-wrote:
+		// The connection is reused only when the whole request left.
+		resp.Close = resp.Close || werr != nil
+		return resp, false, nil
+	case <-t.C:
+		// The provider answered before it took the whole request: the
+		// connection is closed when the answer is, which ends the write.
+		resp.Close = true
+		return resp, true, nil
+	}
 }
+
+// writeWait is how long an answer read before its request's write ended
+// waits for that write, to tell whether the connection can be reused.
+const writeWait = 50 * time.Millisecond
 
 // readResponse reads the answer to req, past any 1xx interim answer.
 func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {

@@ -248,3 +248,76 @@ func TestRefusalLeavesTheConnectionInThePool(t *testing.T) {
 		t.Errorf("%d spares, want 0: the sink's own transport keeps a refused request's connection", n)
 	}
 }
+
+// A request larger than the sink writes before it reads the answer
+// (maxSoloWrite), taken whole by the provider, leaves its connection for
+// the next one.
+func TestDirectLargeBodyKeepsTheConnection(t *testing.T) {
+	p := newRawProvider(t, func(int) (string, bool) { return ok200, false })
+	h := newSink(t, HTTPConfig{URL: p.url()})
+	big := &queue.Job{ID: "big", Payload: json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)}
+	for i := range 3 {
+		if err := h.Send(context.Background(), big); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if n := p.requests.Load(); n != 3 {
+		t.Errorf("the provider got %d requests for 3 sends, want 3", n)
+	}
+	if n := p.conns.Load(); n != 1 {
+		t.Errorf("connections for 3 sends of 1 MiB: %d, want 1", n)
+	}
+}
+
+// A provider may answer before it has read a large request's body (a 429
+// or a 413 as soon as it has the head), then close the connection with
+// the body unread (the kernel resets it) or hold it without reading on.
+// Its answer is what the send returns, not the write that the reset cut
+// short or that waits on a full window until the send's time is out.
+func TestEarlyAnswerToALargeBody(t *testing.T) {
+	cases := []struct {
+		name, answer string
+		hold         bool
+		want         func(error) bool
+	}{
+		{"closed with the body unread", "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", false,
+			func(err error) bool { return errors.Is(err, ErrThrottled) && RetryAfter(err) == 7*time.Second }},
+		{"held without reading", "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n", true,
+			func(err error) bool { return errors.Is(err, ErrPermanent) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			t.Cleanup(func() { close(stop); _ = ln.Close(); <-done })
+			go func() {
+				defer close(done)
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+						_, _ = io.WriteString(c, tc.answer)
+					}
+					if tc.hold {
+						<-stop
+					}
+					_ = c.Close()
+				}
+			}()
+			h := newSink(t, HTTPConfig{URL: "http://" + ln.Addr().String() + "/send"})
+			big := &queue.Job{ID: "big", Payload: json.RawMessage(`"` + strings.Repeat("x", 8<<20) + `"`)}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := h.Send(ctx, big); !tc.want(err) {
+				t.Fatalf("send of an 8 MiB body answered before it was read: got %v, want the provider's answer", err)
+			}
+		})
+	}
+}
