@@ -18,7 +18,9 @@ import (
 // jobs, claim timed-out deliveries, read new entries) and, when that gives
 // nothing, blocks in XREADGROUP for at most a block slice (half a second,
 // less when a due-later job falls due sooner or ctx's deadline is nearer),
-// which an enqueue from any replica ends at once.
+// which an enqueue from any replica ends at once. Within takeEvery of the
+// lane's last round of fetch.lua, a round goes straight to the blocking
+// read, which returns at once what the lane holds.
 //
 // go-redis does not interrupt a command when its context is cancelled (and
 // with ContextTimeoutEnabled it would drop a reply that arrives after the
@@ -39,18 +41,25 @@ func (q *Queue) Fetch(ctx context.Context, lane string, n int) ([]queue.Delivery
 		if err := q.live(ctx); err != nil {
 			return nil, q.fetchErr(ctx, err)
 		}
-		ds, next, err := q.take(lane, n)
-		if isNoGroup(err) {
-			err = q.ensureGroup(ctx, lane)
-		}
-		if err != nil || len(ds) > 0 {
-			return ds, q.fetchErr(ctx, err)
+		next, fresh := q.took(lane)
+		if !fresh {
+			ds, due, err := q.take(lane, n)
+			if err == nil {
+				q.noteTake(lane, due)
+			}
+			if isNoGroup(err) {
+				err = q.ensureGroup(ctx, lane)
+			}
+			if err != nil || len(ds) > 0 {
+				return ds, q.fetchErr(ctx, err)
+			}
+			next = due
 		}
 		slice := q.slice(ctx, next)
 		if slice <= 0 {
 			continue
 		}
-		ds, err = q.block(lane, n, slice)
+		ds, err := q.block(lane, n, slice)
 		if isNoGroup(err) {
 			err = q.ensureGroup(ctx, lane)
 		}
@@ -90,6 +99,59 @@ func (q *Queue) slice(ctx context.Context, next time.Duration) time.Duration {
 		return 0
 	}
 	return max(d, time.Millisecond) // a block of 0 would wait forever
+}
+
+// takeEvery is how long after a round of fetch.lua a Fetch of the same
+// lane goes straight to its blocking read, which returns at once what the
+// lane holds. An idle replica's Fetch returns the job its blocking read
+// brought, and the next Fetch would run fetch.lua again before it blocks:
+// one more script per job, which found nothing to promote or claim 99
+// times in 100; a replica draining a backlog would run it on every fetch,
+// where a plain read costs Redis less. Due-later jobs that round saw are
+// still promoted when they fall due (the read ends then); one enqueued
+// since is seen when the read ends, within a block slice, as one enqueued
+// during a blocking read always was; timed-out deliveries are claimed at
+// most takeEvery later than they were.
+const takeEvery = 50 * time.Millisecond
+
+// laneTake is when fetch.lua last ran for a lane, and when the lane's next
+// due-later job falls due as it saw it (zero: none).
+type laneTake struct {
+	at, due time.Time
+}
+
+// took returns how long until the lane's next due-later job falls due (-1:
+// none) as the lane's last round of fetch.lua saw it, and whether that
+// round is fresh enough for a Fetch to skip the next: less than
+// q.takeEvery old, and no due-later job due by now.
+func (q *Queue) took(lane string) (time.Duration, bool) {
+	q.takesMu.Lock()
+	lt, ok := q.takes[lane]
+	q.takesMu.Unlock()
+	if !ok {
+		return -1, false
+	}
+	now := time.Now()
+	if now.Sub(lt.at) >= q.takeEvery {
+		return -1, false
+	}
+	if lt.due.IsZero() {
+		return -1, true
+	}
+	next := lt.due.Sub(now)
+	return next, next > 0
+}
+
+// noteTake records a round of fetch.lua on lane, next being how long
+// until its next due-later job falls due (-1: none).
+func (q *Queue) noteTake(lane string, next time.Duration) {
+	lt := laneTake{at: time.Now()}
+	if next >= 0 {
+		lt.due = lt.at.Add(next)
+	}
+	q.takesMu.Lock()
+	q.takes[lane] = lt
+	q.takesMu.Unlock()
 }
 
 // take runs fetch.lua for lane. It returns the deliveries and how long until

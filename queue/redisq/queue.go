@@ -63,6 +63,10 @@ type Queue struct {
 	replicaTimeout time.Duration // and for how long
 	ride           func() Rider  // WithRider: what to send behind each blocking read
 
+	takesMu   sync.Mutex
+	takes     map[string]laneTake // per lane, the last round of fetch.lua (fetch.go)
+	takeEvery time.Duration       // takeEvery; tests change it
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	mu        sync.Mutex     // orders fetches.Add and bg.Add before Close's Wait
@@ -101,6 +105,7 @@ func New(client redis.UniversalClient, cfg queue.Config, opts ...Option) (*Queue
 		scripts: newScripts(),
 		log:     slog.Default(),
 		closed:  make(chan struct{}),
+		takes:   map[string]laneTake{}, takeEvery: takeEvery,
 	}
 	for _, o := range opts {
 		o(q)
