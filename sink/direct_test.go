@@ -75,11 +75,22 @@ type rawProvider struct {
 
 func newRawProvider(t *testing.T, answer func(n int) (reply string, hangUp bool)) *rawProvider {
 	t.Helper()
+	p := &rawProvider{}
+	p.ln = listen(t, func(c net.Conn) {
+		p.conns.Add(1)
+		go p.serve(c, answer)
+	})
+	return p
+}
+
+// listen hands each connection to a free port of 127.0.0.1 to handle, in
+// turn, until t ends.
+func listen(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &rawProvider{ln: ln}
 	done := make(chan struct{})
 	t.Cleanup(func() { _ = ln.Close(); <-done })
 	go func() {
@@ -89,11 +100,10 @@ func newRawProvider(t *testing.T, answer func(n int) (reply string, hangUp bool)
 			if err != nil {
 				return
 			}
-			p.conns.Add(1)
-			go p.serve(c, answer)
+			handle(c)
 		}
 	}()
-	return p
+	return ln
 }
 
 func (p *rawProvider) serve(c net.Conn, answer func(n int) (string, bool)) {
@@ -287,30 +297,18 @@ func TestEarlyAnswerToALargeBody(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
 			stop := make(chan struct{})
-			done := make(chan struct{})
-			t.Cleanup(func() { close(stop); _ = ln.Close(); <-done })
-			go func() {
-				defer close(done)
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-						_, _ = io.WriteString(c, tc.answer)
-					}
-					if tc.hold {
-						<-stop
-					}
-					_ = c.Close()
+			ln := listen(t, func(c net.Conn) {
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+					_, _ = io.WriteString(c, tc.answer)
 				}
-			}()
+				if tc.hold {
+					<-stop
+				}
+				_ = c.Close()
+			})
+			t.Cleanup(func() { close(stop) }) // before listen's, which waits for this handler
 			h := newSink(t, HTTPConfig{URL: "http://" + ln.Addr().String() + "/send"})
 			big := &queue.Job{ID: "big", Payload: json.RawMessage(`"` + strings.Repeat("x", 8<<20) + `"`)}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
