@@ -106,10 +106,12 @@ func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...s
 	t.Logf("%s, cap %g/s: %d arrivals; busiest 1s %d (bound %d), busiest 100ms %d (bound %d); mean %.1f/s = %.3f of cap over %s (bound %.3f)",
 		t.Name(), rate, s.Count, s.Max1s, p.max1s(), s.Max100ms, p.max100ms(),
 		s.Mean, s.Mean/rate, s.SatTo.Sub(s.SatFrom).Round(10*time.Millisecond), p.minMean()/rate)
-	late := 0.0 // slots the replicas gave up as late, over the whole run (0 when one cannot tell)
+	late := 0.0    // slots the replicas gave up as late, over the whole run (0 when one cannot tell)
+	lapsed := -1.0 // slots that passed with no replica asking for them, over the whole run (-1: unknown)
 	if m, err := scrapeAll(c); err == nil {
-		t.Logf("replicas: lateness p50/p99/max %s; forfeited %s", m.latenessText(), m.forfeitText())
-		late = m.forfeited["late"]
+		t.Logf("replicas: lateness p50/p99/max %s; forfeited %s; lapsed %.0f (no replica asked for them: in time, or after the backlog ran out)",
+			m.latenessText(), m.forfeitText(), m.lapsed)
+		late, lapsed = m.forfeited["late"], m.lapsed
 	}
 	delivered := map[string]bool{}
 	for _, a := range arr {
@@ -146,6 +148,11 @@ func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...s
 		t.Errorf("mean %.1f/s over the saturated part; want at least %.2f × cap × (1 − headroom %.3f) = %.1f/s, "+
 			"or at least %.1f/s with the slots given up as late making up the rest (%.0f given up: %.1f/s)",
 			s.Mean, minMeanShare, p.headroom, p.minMean(), p.minRawMean(), late, s.Mean+late/s.MeanOver.Seconds())
+		if lapsed > 0 {
+			t.Logf("%.0f slots of the whole run passed with no replica asking for them (as %.1f/s of the saturated part, %.1f/s with the late ones "+
+				"and the mean): moments when every replica was held up, or after the backlog ran out",
+				lapsed, lapsed/s.MeanOver.Seconds(), s.Mean+(late+lapsed)/s.MeanOver.Seconds())
+		}
 	}
 	return s
 }

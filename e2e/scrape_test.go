@@ -103,6 +103,7 @@ type metricSet struct {
 	cuts      float64            // sluice_pacer_rate_cuts_total, summed
 	holds     float64            // sluice_pacer_holds_total, summed
 	rides     float64            // sluice_pacer_rides_total, summed
+	lapsed    float64            // sluice_pacer_slots_lapsed_total, summed
 }
 
 // parseMetrics folds one /metrics body into m.
@@ -139,6 +140,8 @@ func (m *metricSet) parseMetrics(r io.Reader) error {
 			m.holds += v
 		case "sluice_pacer_rides_total":
 			m.rides += v
+		case "sluice_pacer_slots_lapsed_total":
+			m.lapsed += v
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -48,6 +48,7 @@ type Pacer struct {
 	clock     *clockMap
 	hint      time.Time      // the latest slot granted to this replica (Redis clock)
 	seq       int64          // the highest sequence number a reply has shown (reserve.lua)
+	lapsed    float64        // slots that lapsed before this replica's calls (Stats.Lapsed)
 	owed      map[string]int // slots TakeFor callers still wait for, by tenant (takefor.go)
 
 	// epoch is when the Pacer was made (Config.Clock), and returned when

@@ -30,6 +30,10 @@ type Reservation struct {
 	// TenantRates, with tenant limits, are the rates of the tenants the
 	// call was made for (0: not limited); nil without.
 	TenantRates map[string]float64
+	// Lapsed counts the slots of the schedule that passed before this
+	// call with no call asking for them (beyond the burst an idle
+	// schedule lets go at once); each is counted by one call only.
+	Lapsed float64
 }
 
 // tenant is the tenant slot i is granted to; "" for none.
@@ -101,6 +105,7 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 	p.noteTenantRates(r.TenantRates)
 	p.mu.Lock()
 	p.seq = max(p.seq, r.Seq)
+	p.lapsed += r.Lapsed
 	p.clock.add(sent, recv, r.Now)
 	p.deg.noteReplyLocked(r, recv, p.clock, p.cfg.Horizon)
 	p.mu.Unlock()
@@ -143,7 +148,7 @@ func adaptiveArg(on bool) string {
 // parseReservation reads reserve.lua's reply; tenants are the tenants the
 // call was made for, in order (nil for none).
 func parseReservation(v any, tenants []string) (Reservation, error) {
-	fields, err := replyStrings(v, 11)
+	fields, err := replyStrings(v, 12)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -175,6 +180,11 @@ func parseReservation(v any, tenants []string) (Reservation, error) {
 	}
 	if r.Seq, err = strconv.ParseInt(fields[10], 10, 64); err != nil {
 		return Reservation{}, fmt.Errorf("%w: seq %q", ErrBadReply, fields[10])
+	}
+	if fields[11] != "" {
+		if r.Lapsed, err = strconv.ParseFloat(fields[11], 64); err != nil || r.Lapsed < 0 {
+			return Reservation{}, fmt.Errorf("%w: lapsed %q", ErrBadReply, fields[11])
+		}
 	}
 	return r, nil
 }
@@ -214,6 +224,11 @@ type Stats struct {
 	Forfeited map[string]int64
 	// Rides counts rides that were granted a slot (Ride).
 	Rides int64
+	// Lapsed counts the slots of the schedule that passed with no replica
+	// asking for them, as this replica's calls found them (each lapsed
+	// slot is found by one call of one replica: sum them over replicas).
+	// While jobs wait, they are moments when no replica asked in time.
+	Lapsed float64
 	// ClockOffset is the Redis clock minus this replica's clock, as
 	// estimated from the fastest recent round trips.
 	ClockOffset time.Duration
@@ -241,6 +256,7 @@ func (p *Pacer) Stats() Stats {
 	p.mu.Lock()
 	off, unc := p.clock.offset(p.cfg.Clock.Now())
 	deg := p.degradedStatsLocked()
+	lapsed := p.lapsed
 	p.mu.Unlock()
 	return Stats{
 		Calls: p.calls.Load(), Granted: p.granted.Load(), Used: p.used.Load(),
@@ -249,7 +265,7 @@ func (p *Pacer) Stats() Stats {
 			ForfeitUnclaimed: p.unclaimed.Load(), ForfeitStale: p.stale.Load(), ForfeitLate: p.late.Load(),
 			ForfeitIneligible: p.ineligible.Load(), ForfeitIdle: p.idle.Load(),
 		},
-		Rides:       p.rides.Load(),
+		Rides: p.rides.Load(), Lapsed: lapsed,
 		ClockOffset: off, ClockUncertainty: unc, DegradedStats: deg,
 	}
 }

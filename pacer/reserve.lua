@@ -47,6 +47,11 @@
 --   [10] when the granted slots are not one interval apart, each slot's
 --       time, comma-separated; "" when they are
 --   [11] the state's sequence number after this call
+--   [12] lapsed slots: how many slots of the schedule passed before this
+--       call with no call asking for them (beyond the burst an idle
+--       schedule lets go at once), "" for none. Each such slot is counted by
+--       the one call that moves tat past it: the schedule's unused capacity,
+--       and, while jobs wait, moments when no replica asked in time
 --
 -- Hash fields: tat (the theoretical arrival time of the next free slot), last_now
 -- (the Redis time of the previous call, to detect a clock that went back),
@@ -148,8 +153,10 @@ if m > 0 then
   end
 end
 local seq = tonumber(h[8]) or 0
+local lapsed = 0
 local function reply(granted, first, retry, paused, assigned, stamps)
-  local out = {tostring(granted), f(first), f(interval), f(now), f(retry), f(rate), paused, '', '', '', tostring(seq)}
+  local out = {tostring(granted), f(first), f(interval), f(now), f(retry), f(rate), paused, '', '', '', tostring(seq), ''}
+  if lapsed > 0 then out[12] = f(lapsed) end
   if m > 0 then
     out[8] = table.concat(rates, ',')
     out[9] = table.concat(assigned or {}, ',')
@@ -179,7 +186,10 @@ else
   end
   -- An idle schedule lets at most burst slots go at once.
   local floor = now - (burst - 1) * interval
-  if tat < floor then tat = floor end
+  if tat < floor then
+    lapsed = (floor - tat) / interval
+    tat = floor
+  end
   -- A caller has seen a call this state has not: it was rolled back.
   if cseq > seq then
     tat = math.max(tat, now + horizon)

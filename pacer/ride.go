@@ -80,6 +80,7 @@ func (r *Ride) Landed(jobs int) {
 	}
 	p.mu.Lock()
 	p.seq = max(p.seq, res.Seq)
+	p.lapsed += res.Lapsed
 	p.clock.addLead(recv, res.Now)
 	if res.Granted > 0 {
 		p.deg.noteReplyLocked(res, recv, p.clock, p.cfg.Horizon)

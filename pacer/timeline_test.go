@@ -333,3 +333,40 @@ func TestReplicas(t *testing.T) {
 		t.Errorf("replicas after 12s = %+v, want only b, seen at t0+5s, reporting in_flight=0 clock=ok", got)
 	}
 }
+
+// Slots of the schedule that pass with no call asking for them lapse, and
+// the call that moves the schedule past them counts them, once; with a
+// burst, the slots an idle schedule lets go at once are not counted. A
+// schedule that stays ahead of its callers lapses nothing.
+func TestScheduleCountsLapsedSlots(t *testing.T) {
+	for _, tc := range []struct {
+		burst  int
+		lapsed float64 // in the idle second at 10/s, slot times 0, 100ms, ...
+	}{{1, 9}, {3, 7}} {
+		p, m := newTimeline(t, Config{Rate: 10, Burst: tc.burst, Horizon: 50 * ms})
+		reserve := func(at time.Duration, n int) Reservation {
+			t.Helper()
+			m.SetTime(t0.Add(at))
+			r, err := p.Reserve(context.Background(), n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		reserve(0, tc.burst) // the timeline's schedule was idle since the epoch
+		before := p.Stats().Lapsed
+		for _, at := range []time.Duration{0, 40 * ms, 100 * ms} { // ahead of them, or just in time
+			if r := reserve(at, 1); r.Lapsed != 0 {
+				t.Errorf("burst %d: at %s the schedule is not behind, got %v lapsed", tc.burst, at, r.Lapsed)
+			}
+		}
+		// The last slot went at 100ms: tat is 200ms, and a call at 1.1s
+		// finds 9 slots (200ms, ..., 1s) passed, less those the burst lets go.
+		if r := reserve(1100*ms, 1); r.Lapsed != tc.lapsed {
+			t.Errorf("burst %d: a call after a second idle at 10/s: %v lapsed, want %v", tc.burst, r.Lapsed, tc.lapsed)
+		}
+		if got := p.Stats().Lapsed - before; got != tc.lapsed {
+			t.Errorf("burst %d: Stats().Lapsed rose by %v, want %v", tc.burst, got, tc.lapsed)
+		}
+	}
+}

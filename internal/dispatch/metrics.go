@@ -184,6 +184,10 @@ var (
 			"stale (granted by a reply that came after its deadline), late (its request could not leave before its deadline), "+
 			"ineligible (every job held was of a tenant over its limit), idle (granted to a ride whose read brought no job).",
 		[]string{"reason"}, nil)
+	lapsedDesc = prometheus.NewDesc("sluice_pacer_slots_lapsed_total",
+		"Slots of the cluster's schedule that passed with no replica asking for them, as this replica's calls found them "+
+			"(each is found by one replica: sum over replicas): the cap's unused capacity; while jobs wait, moments when no "+
+			"replica asked in time (replicas short of CPU).", nil, nil)
 	offsetDesc = prometheus.NewDesc("sluice_pacer_clock_offset_seconds",
 		"The Redis clock minus this replica's clock, as the pacer estimates it.", nil, nil)
 	uncertaintyDesc = prometheus.NewDesc("sluice_pacer_clock_uncertainty_seconds",
@@ -221,6 +225,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- grantedDesc
 	ch <- ridesDesc
 	ch <- forfeitedDesc
+	ch <- lapsedDesc
 	ch <- offsetDesc
 	ch <- uncertaintyDesc
 	ch <- degradedDesc
@@ -273,6 +278,7 @@ func collectPacer(ch chan<- prometheus.Metric, st pacer.Stats) {
 	for _, r := range forfeitReasons {
 		ch <- prometheus.MustNewConstMetric(forfeitedDesc, prometheus.CounterValue, float64(st.Forfeited[r]), r)
 	}
+	ch <- prometheus.MustNewConstMetric(lapsedDesc, prometheus.CounterValue, st.Lapsed)
 	ch <- prometheus.MustNewConstMetric(offsetDesc, prometheus.GaugeValue, st.ClockOffset.Seconds())
 	ch <- prometheus.MustNewConstMetric(uncertaintyDesc, prometheus.GaugeValue, st.ClockUncertainty.Seconds())
 	degraded, localRate := 0.0, 0.0
