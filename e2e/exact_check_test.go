@@ -106,8 +106,8 @@ func checkExact(t *testing.T, c *cluster, rate float64, ids []string, quiet ...s
 	t.Logf("%s, cap %g/s: %d arrivals; busiest 1s %d (bound %d), busiest 100ms %d (bound %d); mean %.1f/s = %.3f of cap over %s (bound %.3f)",
 		t.Name(), rate, s.Count, s.Max1s, p.max1s(), s.Max100ms, p.max100ms(),
 		s.Mean, s.Mean/rate, s.SatTo.Sub(s.SatFrom).Round(10*time.Millisecond), p.minMean()/rate)
-	late := 0.0    // slots the replicas gave up as late, over the whole run (0 when one cannot tell)
-	lapsed := -1.0 // slots that passed with no replica asking for them, over the whole run (-1: unknown)
+	late := 0.0   // slots the replicas gave up as late, over the whole run (0 when one cannot tell)
+	lapsed := 0.0 // slots that passed with no replica asking for them, over the whole run (0 when one cannot tell)
 	if m, err := scrapeAll(c); err == nil {
 		t.Logf("replicas: lateness p50/p99/max %s; forfeited %s; lapsed %.0f (no replica asked for them: in time, or after the backlog ran out)",
 			m.latenessText(), m.forfeitText(), m.lapsed)
