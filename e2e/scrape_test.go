@@ -104,6 +104,8 @@ type metricSet struct {
 	holds     float64            // sluice_pacer_holds_total, summed
 	rides     float64            // sluice_pacer_rides_total, summed
 	lapsed    float64            // sluice_pacer_slots_lapsed_total, summed
+	calls     float64            // sluice_pacer_calls_total, summed
+	reports   float64            // sluice_pacer_feedback_reports_total, summed
 }
 
 // parseMetrics folds one /metrics body into m.
@@ -142,6 +144,10 @@ func (m *metricSet) parseMetrics(r io.Reader) error {
 			m.rides += v
 		case "sluice_pacer_slots_lapsed_total":
 			m.lapsed += v
+		case "sluice_pacer_calls_total":
+			m.calls += v
+		case "sluice_pacer_feedback_reports_total":
+			m.reports += v
 		}
 	}
 	if err := sc.Err(); err != nil {

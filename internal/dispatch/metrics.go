@@ -188,6 +188,9 @@ var (
 		"Slots of the cluster's schedule that passed with no replica asking for them, as this replica's calls found them "+
 			"(each is found by one replica: sum over replicas): the cap's unused capacity; while jobs wait, moments when no "+
 			"replica asked in time (replicas short of CPU).", nil, nil)
+	callsDesc = prometheus.NewDesc("sluice_pacer_calls_total",
+		"Redis calls this replica made to reserve slots (reserve.lua, rides included): with sluice_pacer_slots_granted_total, "+
+			"the pacer's Redis cost per slot, which grows with the replicas that wait on a full schedule.", nil, nil)
 	offsetDesc = prometheus.NewDesc("sluice_pacer_clock_offset_seconds",
 		"The Redis clock minus this replica's clock, as the pacer estimates it.", nil, nil)
 	uncertaintyDesc = prometheus.NewDesc("sluice_pacer_clock_uncertainty_seconds",
@@ -211,6 +214,9 @@ var (
 		"Cuts undone by this replica's reports because the throttling did not follow the rate.", nil, nil)
 	holdsDesc = prometheus.NewDesc("sluice_pacer_holds_total",
 		"Holds of the whole schedule for a provider's Retry-After made by this replica's reports (once per episode).", nil, nil)
+	reportsDesc = prometheus.NewDesc("sluice_pacer_feedback_reports_total",
+		"Redis calls this replica made to report the provider's answers (adapt.lua, pacer.adaptive): one per "+
+			"100ms with answers to report, so the cluster's rate of them grows with the replicas, not with the jobs.", nil, nil)
 )
 
 // forfeitReasons are the reasons of pacer.Stats.Forfeited, each exported
@@ -226,6 +232,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- ridesDesc
 	ch <- forfeitedDesc
 	ch <- lapsedDesc
+	ch <- callsDesc
 	ch <- offsetDesc
 	ch <- uncertaintyDesc
 	ch <- degradedDesc
@@ -237,6 +244,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cutsDesc
 	ch <- undosDesc
 	ch <- holdsDesc
+	ch <- reportsDesc
 }
 
 func (s *scraped) Collect(ch chan<- prometheus.Metric) {
@@ -265,6 +273,7 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(cutsDesc, prometheus.CounterValue, float64(st.Cuts))
 		ch <- prometheus.MustNewConstMetric(undosDesc, prometheus.CounterValue, float64(st.Undos))
 		ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.CounterValue, float64(st.Holds))
+		ch <- prometheus.MustNewConstMetric(reportsDesc, prometheus.CounterValue, float64(st.Reports))
 	}
 	if s.src.PacerStats != nil {
 		collectPacer(ch, s.src.PacerStats())
@@ -279,6 +288,7 @@ func collectPacer(ch chan<- prometheus.Metric, st pacer.Stats) {
 		ch <- prometheus.MustNewConstMetric(forfeitedDesc, prometheus.CounterValue, float64(st.Forfeited[r]), r)
 	}
 	ch <- prometheus.MustNewConstMetric(lapsedDesc, prometheus.CounterValue, st.Lapsed)
+	ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(st.Calls))
 	ch <- prometheus.MustNewConstMetric(offsetDesc, prometheus.GaugeValue, st.ClockOffset.Seconds())
 	ch <- prometheus.MustNewConstMetric(uncertaintyDesc, prometheus.GaugeValue, st.ClockUncertainty.Seconds())
 	degraded, localRate := 0.0, 0.0

@@ -22,10 +22,11 @@ func TestMetricsLint(t *testing.T) {
 	m, err := NewMetrics(reg, Sources{
 		Queue: q,
 		PacerStats: func() pacer.Stats {
-			return pacer.Stats{Granted: 3, Forfeited: map[string]int64{"late": 2},
+			return pacer.Stats{Calls: 7, Granted: 3, Forfeited: map[string]int64{"late": 2},
 				ClockOffset: -3 * time.Millisecond, ClockUncertainty: 200 * time.Microsecond}
 		},
 		EffectiveRate: func(context.Context) (float64, float64, error) { return 250, 400, nil },
+		Feedback:      func() pacer.FeedbackStats { return pacer.FeedbackStats{Reports: 4, Cuts: 1} },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +67,15 @@ sluice_pacer_clock_offset_seconds -0.003
 # HELP sluice_pacer_clock_uncertainty_seconds The bound on the error of sluice_pacer_clock_offset_seconds: half the round trip it was estimated from.
 # TYPE sluice_pacer_clock_uncertainty_seconds gauge
 sluice_pacer_clock_uncertainty_seconds 0.0002
+# HELP sluice_pacer_calls_total Redis calls this replica made to reserve slots (reserve.lua, rides included): with sluice_pacer_slots_granted_total, the pacer's Redis cost per slot, which grows with the replicas that wait on a full schedule.
+# TYPE sluice_pacer_calls_total counter
+sluice_pacer_calls_total 7
+# HELP sluice_pacer_feedback_reports_total Redis calls this replica made to report the provider's answers (adapt.lua, pacer.adaptive): one per 100ms with answers to report, so the cluster's rate of them grows with the replicas, not with the jobs.
+# TYPE sluice_pacer_feedback_reports_total counter
+sluice_pacer_feedback_reports_total 4
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"sluice_pacer_clock_offset_seconds", "sluice_pacer_clock_uncertainty_seconds"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_pacer_clock_offset_seconds",
+		"sluice_pacer_clock_uncertainty_seconds", "sluice_pacer_calls_total", "sluice_pacer_feedback_reports_total"); err != nil {
 		t.Error(err)
 	}
 	if got := forfeited(t, reg); !maps.Equal(got, map[string]float64{"unclaimed": 0, "stale": 0, "late": 2, "ineligible": 0, "idle": 0}) {
