@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/mockprovider"
 	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/pacer"
 )
 
 // The promise: the provider never sees more than the cap, from any number
@@ -30,7 +31,9 @@ func drainTime(n int, rate float64) time.Duration {
 // A saturated backlog, drained by 1, 4, 16 or 64 replicas. More than four
 // processes on two cores get GOMAXPROCS=1 each; 16 run at a lower cap. 64
 // replicas at cap 500 are in make test-long (and make bench,
-// TestBenchTableKeys, prints their Redis cost).
+// TestBenchTableKeys, prints their Redis cost), with the horizon each
+// replica's log asks for (pacer.HorizonFor): the default 50ms holds 25
+// slots for 64 replicas.
 func TestExactSaturated(t *testing.T) {
 	for _, tc := range []struct {
 		backend  string
@@ -59,6 +62,9 @@ func TestExactSaturated(t *testing.T) {
 			var env []string
 			if tc.replicas > 4 {
 				env = append(env, "GOMAXPROCS=1")
+			}
+			if tc.replicas == 64 {
+				env = append(env, "SLUICE_PACER_HORIZON="+pacer.HorizonFor(tc.rate, tc.replicas).String())
 			}
 			c.startWith(tc.replicas, env)
 			c.waitDelivered(jobs, drainTime(jobs, tc.rate))

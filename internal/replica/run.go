@@ -46,6 +46,7 @@ type Replica struct {
 	closeSink func() error
 	ln        net.Listener
 	operator  operatorWatch
+	horizon   horizonWatch
 }
 
 // New builds the engine and metrics of a replica on opened parts.
@@ -269,9 +270,15 @@ func (r *Replica) beat(ctx context.Context, m *pacer.Members) {
 	}
 	r.Engine.SetReplicas(len(live))
 	var stp *pacer.State
+	cfg := r.Pacer.Config()
+	rate := cfg.Rate
 	if st, err := r.Pacer.Controls().State(actx); err == nil {
 		r.operator.see(r.Log, st)
 		stp = &st
+		if st.RateOverride > 0 { // not the adaptive rate: a cut would warn on each episode
+			rate = st.RateOverride
+		}
 	}
+	r.horizon.see(r.Log, rate, cfg.Horizon, len(live))
 	r.History.Observe(stp, live)
 }
