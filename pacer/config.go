@@ -244,8 +244,10 @@ func HorizonFor(rate float64, replicas int) time.Duration {
 }
 
 // ShortHorizon reports whether horizon holds fewer slots at rate than
-// replicas replicas: a schedule so shared that most replicas are refused
-// on every call (see HorizonFor for the horizon to set instead).
+// replicas replicas, two or more: a schedule so shared that most replicas
+// are refused on every call (see HorizonFor for the horizon to set
+// instead). A lone replica is never short of one: its refusals are only
+// its waits for the next slot.
 func ShortHorizon(rate float64, horizon time.Duration, replicas int) bool {
-	return rate > 0 && float64(replicas) > rate*horizon.Seconds()
+	return rate > 0 && replicas >= 2 && float64(replicas) > rate*horizon.Seconds()
 }

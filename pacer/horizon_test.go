@@ -23,6 +23,8 @@ func TestHorizonForManyReplicas(t *testing.T) {
 		{300, 16, 50 * time.Millisecond, true, 110 * time.Millisecond}, // 15 slots for 16
 		{10000, 64, 50 * time.Millisecond, false, 50 * time.Millisecond},
 		{0, 64, 50 * time.Millisecond, false, 50 * time.Millisecond},
+		{10, 1, 50 * time.Millisecond, false, 200 * time.Millisecond}, // alone: nobody to share with
+		{10, 2, 50 * time.Millisecond, true, 400 * time.Millisecond},
 	} {
 		if got := ShortHorizon(tc.rate, tc.horizon, tc.replicas); got != tc.short {
 			t.Errorf("ShortHorizon(%g/s, %s, %d replicas) = %v, want %v", tc.rate, tc.horizon, tc.replicas, got, tc.short)
