@@ -98,7 +98,9 @@ const MaxRate = 10_000_000
 
 // Defaults applied by SetDefaults.
 const (
-	DefaultHorizon     = 50 * time.Millisecond
+	DefaultHorizon = 50 * time.Millisecond
+	// MaxHorizon is the longest horizon Validate accepts.
+	MaxHorizon         = 10 * time.Second
 	DefaultMaxBatch    = 256
 	DefaultMaxLateness = 2 * time.Millisecond
 	// headroomWindow is the shortest window the default headroom covers.
@@ -195,7 +197,7 @@ func (c *Config) Validate() error {
 	if c.Burst < 0 || c.Burst > 1e6 {
 		bad("burst", "must be between 1 and 1000000, got %d", c.Burst)
 	}
-	if c.Horizon < 0 || c.Horizon > 10*time.Second {
+	if c.Horizon < 0 || c.Horizon > MaxHorizon {
 		bad("horizon", "must be between 1ms and 10s, got %s", c.Horizon)
 	}
 	if c.MaxBatch < 0 || c.MaxBatch > 10000 {
@@ -227,7 +229,8 @@ var (
 
 // HorizonFor is the least horizon at which replicas replicas, all waiting
 // for slots at rate, can each hold two slots of the schedule at once (two
-// intervals apiece), rounded up to 10ms; never less than DefaultHorizon.
+// intervals apiece), rounded up to 10ms; never less than DefaultHorizon
+// nor more than MaxHorizon (beyond which fewer replicas is the only cure).
 // Under it, most of them are refused on every call, because the horizon
 // holds fewer slots than there are replicas asking, and each slot costs
 // several Redis calls: in make bench's keys table, 64 replicas at 500/s
@@ -240,7 +243,7 @@ func HorizonFor(rate float64, replicas int) time.Duration {
 	}
 	need := time.Duration(2 * float64(replicas) / rate * float64(time.Second))
 	const step = 10 * time.Millisecond
-	return max(DefaultHorizon, (need+step-1)/step*step)
+	return min(MaxHorizon, max(DefaultHorizon, (need+step-1)/step*step))
 }
 
 // ShortHorizon reports whether horizon holds fewer slots at rate than

@@ -25,6 +25,7 @@ func TestHorizonForManyReplicas(t *testing.T) {
 		{0, 64, 50 * time.Millisecond, false, 50 * time.Millisecond},
 		{10, 1, 50 * time.Millisecond, false, 200 * time.Millisecond}, // alone: nobody to share with
 		{10, 2, 50 * time.Millisecond, true, 400 * time.Millisecond},
+		{1, 10, 50 * time.Millisecond, true, MaxHorizon}, // 20s would fail Validate
 	} {
 		if got := ShortHorizon(tc.rate, tc.horizon, tc.replicas); got != tc.short {
 			t.Errorf("ShortHorizon(%g/s, %s, %d replicas) = %v, want %v", tc.rate, tc.horizon, tc.replicas, got, tc.short)
