@@ -35,12 +35,19 @@ var ErrAside = errors.New("pacer: standing aside")
 // until then it would go on, and a replica on a slow link would place its
 // first slots up to its uncertainty off, among the others' (a clump at the
 // provider as the cluster starts). So a replica whose map is empty, or
-// still short of samples and already too uncertain, takes no slot yet: it samples the
-// clock at once, round trip after round trip (settleClock), learning the
-// live replicas with each, and is then judged as above. A replica whose
-// first reply was merely slow (a dial, a script load) is precise again
-// after its next round trip; one on a slow link knows within asideSamples
-// round trips, before its first slot.
+// short of samples and less certain than MaxLateness / settledFactor,
+// takes no slot yet: it samples the clock at once, round trip after round
+// trip (settleClock), learning the live replicas with each, until one
+// round trip is fast enough or it holds enough of them (asideSamples for a
+// map loose enough to be judged, settleSamples for one that is not), and
+// is then judged as above. A replica whose first reply was merely slow (a
+// dial, a script load, a host busy starting the cluster) is precise after
+// its next fast round trip; one on a slow link knows within asideSamples
+// round trips, before its first slot. (Before, a replica took slots with a
+// map as loose as asideFactor × MaxLateness from its first round trip: 64
+// replicas starting at once on two cores placed their first slots 2–7ms
+// off, and the provider saw 52 requests in 100ms under a cap of 500/s in
+// 6 runs of 27; docs/operations.md.)
 
 // announced is what the last Members.Announce said of this replica.
 type announced struct {
@@ -53,16 +60,21 @@ type announced struct {
 const settleWindow = 10 * time.Second
 
 // unsettledLocked reports whether this replica's clock map is empty, or
-// short of asideSamples round trips and already past the bound.
+// less certain than MaxLateness / settledFactor and short of round trips:
+// of asideSamples when it is so uncertain that it is to be judged (Aside),
+// of settleSamples otherwise.
 func (p *Pacer) unsettledLocked(now time.Time) bool {
-	if p.clock.n >= asideSamples || p.deg.on {
+	if p.clock.n >= settleSamples || p.deg.on {
 		return false
 	}
 	if p.clock.n == 0 {
 		return true // no map yet: the first slots need one
 	}
 	_, u := p.clock.offset(now)
-	return p.imprecise(u)
+	if u <= p.cfg.MaxLateness/settledFactor {
+		return false
+	}
+	return p.clock.n < asideSamples || !p.imprecise(u)
 }
 
 // settleClock samples the clock until the map is settled (see
@@ -99,10 +111,17 @@ const clockToken = "clock=ok"
 
 // asideSamples is how many round trips a replica's clock map must hold
 // before it may be judged imprecise; asideFactor × MaxLateness is the
-// uncertainty past which it is.
+// uncertainty past which it is. A map within MaxLateness / settledFactor
+// is settled at once (unsettledLocked): the replica's slots are then off
+// by at most a quarter of their lateness bound, and are used that far
+// inside it (marginLocked). A map less certain than that, but not enough
+// to be judged, samples on up to settleSamples round trips: 64 replicas
+// starting at once on two cores still had maps within ±2–6ms after eight.
 const (
-	asideSamples = 8
-	asideFactor  = 4
+	asideSamples  = 8
+	settleSamples = 32
+	asideFactor   = 4
+	settledFactor = 4
 )
 
 // imprecise reports whether an uncertainty u is past the bound.

@@ -3,10 +3,14 @@ package pacer
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/internal/testredis"
 )
 
@@ -126,5 +130,120 @@ func TestSlowStarterSettlesBeforeItsFirstSlot(t *testing.T) {
 	}
 	if wait := time.Until(st.At); wait > 20*time.Millisecond {
 		t.Errorf("the precise peer's first slot is %v away; want about now (the slow replica reserved none)", wait)
+	}
+}
+
+// A replica whose first round trips are slow, but not slow enough to stand
+// aside (a host busy starting the cluster), takes no slot with the loose
+// clock map they give: it samples again until a fast round trip places
+// its clock within a quarter of MaxLateness. (With a map as loose as its
+// first round trips, 64 replicas starting on two cores placed their first
+// slots 2–7ms off, and the provider saw 52 requests in 100ms at 500/s.)
+func TestLooseStarterSettlesBeforeItsFirstSlot(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	cfg := Config{Name: "loose", Rate: 100, MaxLateness: 8 * time.Millisecond}
+	// Redis knows the scripts already (another queue's replica ran them),
+	// so that each call is one round trip.
+	warm := newClientPacer(t, srv, Config{Name: "warm", Rate: 100})
+	if _, err := warm.Take(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	rdb, link := slowLinkProxy(t, srv, 12*time.Millisecond)
+	// The link turns fast after the second script call: the first two round
+	// trips, delayed on the way back, place the clock 6ms late, past
+	// MaxLateness/4 (2ms) but within asideFactor × MaxLateness (32ms).
+	rdb.AddHook(&afterCalls{n: 2, then: func() {
+		if err := link.Toxics.RemoveToxic(context.Background(), "delay"); err != nil {
+			t.Error(err)
+		}
+	}})
+	p, err := New(rdb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := p.Take(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Redis runs on this host's clock: a slot's moment here is its stamp.
+	off := st.At.Round(0).Sub(st.Stamp)
+	if off < 0 {
+		off = -off
+	}
+	if bound := cfg.MaxLateness / settledFactor; off > bound {
+		t.Errorf("first slot placed %v off its moment; want within %v (MaxLateness/%d)", off, bound, settledFactor)
+	}
+}
+
+// A link delayed one way cannot be told from a clock offset: the map
+// places the replica's slots up to half the round trip off, early or
+// late. Each slot is used inside that error at both ends, so that wherever
+// the truth lies, its request leaves within MaxLateness after the slot's
+// true moment and never before it. Redis runs on this host's clock: a
+// slot's true moment here is its stamp.
+func TestSlotsLeaveInsideTheClockError(t *testing.T) {
+	for _, stream := range []string{"upstream", "downstream"} {
+		t.Run(stream, func(t *testing.T) {
+			srv := testredis.Start(t, testredis.Options{})
+			cfg := Config{Name: "lopsided", Rate: 100, MaxLateness: 8 * time.Millisecond}
+			rdb, _ := lopsidedLink(t, srv, stream, 3*time.Millisecond)
+			p, err := New(rdb, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for i := range 5 {
+				st, err := p.Take(ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				from, until := st.At.Round(0).Sub(st.Stamp), st.Deadline.Round(0).Sub(st.Stamp)
+				if from < 0 || until > cfg.MaxLateness {
+					u := p.Stats().ClockUncertainty
+					t.Errorf("slot %d may leave from %v to %v after its true moment; want within 0 and %v (clock known to ±%v)",
+						i, from, until, cfg.MaxLateness, u)
+				}
+			}
+		})
+	}
+}
+
+// afterCalls is a go-redis hook that runs then once, after the n-th
+// script call (EVAL or EVALSHA, alone or in a pipeline) has succeeded.
+type afterCalls struct {
+	n     int
+	calls atomic.Int64
+	once  sync.Once
+	then  func()
+}
+
+func (h *afterCalls) note() {
+	if h.calls.Add(1) >= int64(h.n) {
+		h.once.Do(h.then)
+	}
+}
+
+func (h *afterCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *afterCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && strings.HasPrefix(cmd.Name(), "eval") {
+			h.note()
+		}
+		return err
+	}
+}
+
+func (h *afterCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err == nil && slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return strings.HasPrefix(c.Name(), "eval") }) {
+			h.note()
+		}
+		return err
 	}
 }

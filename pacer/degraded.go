@@ -278,7 +278,7 @@ func (p *Pacer) refillLocal(ctx context.Context, want int) (local bool, err erro
 	n := 0
 	for ; n < want && !d.next.After(limit); n++ {
 		st := p.clock.redis(d.next)
-		p.buf = append(p.buf, slot{local: d.next, stamp: st})
+		p.buf = append(p.buf, slot{local: d.next, deadline: d.next.Add(p.cfg.MaxLateness), stamp: st})
 		if st.After(p.hint) {
 			p.hint = st
 		}

@@ -97,14 +97,26 @@
 // or more: 2% under the cap with the default 2ms. A negative Headroom runs
 // at the cap, and the bound then holds only up to Rate×MaxLateness extra.
 //
+// "Within MaxLateness of its slot" is judged on the slot's true moment, not
+// where the replica's map of the Redis clock places it: a slot is used
+// from its mapped moment plus the map's error bound until MaxLateness
+// after it minus the same bound (Slot.At, Slot.Deadline), so a replica
+// whose map errs either way still sends within the bound. The margin is
+// the bound itself up to MaxLateness/4, which a replica's map reaches
+// before its first slot unless the host or link is slow (see below).
+//
 // A delay on one leg of a replica's link to Redis cannot be told from a
 // clock offset (as for NTP): it could shift that replica's slots by up to
 // half its round trip. A replica whose clock map is less certain than four
 // times MaxLateness therefore stands aside while precise replicas are live
 // (see Aside, ErrAside): the bound holds for the replicas that send. A
-// replica samples the clock before its first slot, and one already that
-// uncertain takes no slot until its map holds enough round trips to be
-// judged, so it stands aside before it has placed any. When every
+// replica samples the clock before its first slot, and one less certain
+// than a quarter of MaxLateness takes no slot until a round trip places it
+// within that or its map holds enough round trips (32, or 8 to be judged
+// as above), so that a
+// replica whose first replies were slow (a host busy starting the cluster)
+// places no slot off, and one on a slow link stands aside before it has
+// placed any. When every
 // replica is that far from Redis, all of them send, each off by up to half
 // its round trip.
 //

@@ -79,6 +79,22 @@ func newClientPacer(t *testing.T, srv *testredis.Server, cfg Config) *Pacer {
 // delays every reply by latency.
 func slowLink(t *testing.T, srv *testredis.Server, latency time.Duration) *redis.Client {
 	t.Helper()
+	rdb, _ := slowLinkProxy(t, srv, latency)
+	return rdb
+}
+
+// slowLinkProxy is slowLink that also returns the proxy, whose toxic
+// "delay" a test may remove to make the link fast.
+func slowLinkProxy(t *testing.T, srv *testredis.Server, latency time.Duration) (*redis.Client, *toxiproxy.Proxy) {
+	t.Helper()
+	return lopsidedLink(t, srv, "downstream", latency)
+}
+
+// lopsidedLink is a client for srv through a proxy that delays one
+// direction (stream: "upstream", towards Redis, or "downstream") by
+// latency, with the proxy; its toxic is named "delay".
+func lopsidedLink(t *testing.T, srv *testredis.Server, stream string, latency time.Duration) (*redis.Client, *toxiproxy.Proxy) {
+	t.Helper()
 	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	link := toxiproxy.NewProxy(tp, t.Name(), "127.0.0.1:0", srv.Addr())
 	if err := link.Start(); err != nil {
@@ -86,12 +102,12 @@ func slowLink(t *testing.T, srv *testredis.Server, latency time.Duration) *redis
 	}
 	t.Cleanup(link.Stop)
 	if _, err := link.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
-		`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, latency.Milliseconds()))); err != nil {
+		`{"name":"delay","type":"latency","stream":%q,"attributes":{"latency":%d}}`, stream, latency.Milliseconds()))); err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: link.Listen, MaxRetries: -1, ReadTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return rdb, link
 }
 
 // spin runs a waiter on p until ctx ends, recording the stamp of every slot

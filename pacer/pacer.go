@@ -84,9 +84,10 @@ type Pacer struct {
 // slot is one granted slot: when it falls on this replica's clock, and on
 // the Redis clock (its stamp in the cluster-wide schedule).
 type slot struct {
-	local  time.Time
-	stamp  time.Time
-	tenant string // the limited tenant the slot is granted to; "" for none
+	local    time.Time // the first moment its request may leave (see margin)
+	deadline time.Time // the last
+	stamp    time.Time
+	tenant   string // the limited tenant the slot is granted to; "" for none
 }
 
 // New returns a Pacer for cfg, running its scripts on rdb (a client, a
@@ -169,7 +170,7 @@ func (p *Pacer) take(ctx context.Context, tenant string, n int, ahead time.Durat
 			p.giveBack(held)
 			return Slot{}, fmt.Errorf("pacer: wait: %w", err)
 		}
-		s := Slot{At: last.local, Deadline: last.local.Add(p.cfg.MaxLateness), Stamp: last.stamp, Tenant: held[0].tenant}
+		s := Slot{At: last.local, Deadline: last.deadline, Stamp: last.stamp, Tenant: held[0].tenant}
 		if s.Late(woke) { // woke too late: never spend it late
 			p.late.Add(int64(n))
 			continue
@@ -463,20 +464,37 @@ func (p *Pacer) addSlots(r Reservation, strided bool) {
 	}
 	had := len(p.buf)
 	now := p.cfg.Clock.Now()
+	m := p.marginLocked(now)
 	p.batch.noteInterval(r.Interval)
 	for i := range r.Granted {
 		st := r.Slot(i)
 		p.raiseHintLocked(st)
 		local := p.clock.local(st)
-		if now.Sub(local) > p.cfg.MaxLateness {
+		s := slot{local: local.Add(m), deadline: local.Add(p.cfg.MaxLateness - m), stamp: st, tenant: r.tenant(i)}
+		if now.After(s.deadline) {
 			p.stale.Add(1)
 			continue
 		}
-		p.buf = append(p.buf, slot{local: local, stamp: st, tenant: r.tenant(i)})
+		p.buf = append(p.buf, s)
 	}
 	if had > 0 && len(p.buf) > had && p.buf[had].local.Before(p.buf[had-1].local) {
 		p.sortBufLocked()
 	}
+}
+
+// marginLocked is how far inside its lateness bound, at each end, a slot
+// mapped from the Redis clock now is used: the clock map's error bound,
+// at most MaxLateness/settledFactor. A slot's request leaves from its
+// mapped moment plus the margin until MaxLateness minus the margin after
+// it, so that wherever in its error bound the map is, the request leaves
+// within MaxLateness after the slot's true moment, never before it: two
+// replicas whose maps err in opposite directions cannot bunch their
+// requests closer than the lateness bound allows. A map less certain than
+// MaxLateness/settledFactor (a loaded machine, or a link slow enough to
+// stand aside on) is compensated up to that only. p.mu must be held.
+func (p *Pacer) marginLocked(now time.Time) time.Duration {
+	_, u := p.clock.offset(now)
+	return min(u, p.cfg.MaxLateness/settledFactor)
 }
 
 // raiseHintLocked records st as the latest slot granted to this replica
@@ -504,11 +522,10 @@ func (p *Pacer) giveBack(held []slot) {
 	p.sortBufLocked()
 }
 
-// dropExpiredLocked forfeits unclaimed slots more than MaxLateness past
-// their time.
+// dropExpiredLocked forfeits unclaimed slots past their deadline.
 func (p *Pacer) dropExpiredLocked(now time.Time) {
 	i := 0
-	for i < len(p.buf) && now.Sub(p.buf[i].local) > p.cfg.MaxLateness {
+	for i < len(p.buf) && now.After(p.buf[i].deadline) {
 		i++
 	}
 	if i > 0 {

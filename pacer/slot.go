@@ -7,10 +7,15 @@ import "time"
 // Past Deadline the slot is forfeit: the caller gives it up with Forfeit
 // and waits for another, so that no stall turns an old slot into a send.
 type Slot struct {
-	// At is when the slot falls, on this replica's clock.
+	// At is the first moment a request may leave on this slot, on this
+	// replica's clock: when the slot falls as the replica's map of the
+	// Redis clock places it, plus that map's error bound (at most
+	// MaxLateness/4), so that the request never leaves before the slot's
+	// true moment.
 	At time.Time
-	// Deadline is the last moment a request may leave on this slot:
-	// At + MaxLateness.
+	// Deadline is the last moment a request may leave on this slot: the
+	// mapped moment plus MaxLateness, less the same error bound, so that
+	// it never leaves more than MaxLateness after the true moment.
 	Deadline time.Time
 	// Stamp is the slot on the Redis clock, its place in the schedule.
 	Stamp time.Time
