@@ -136,9 +136,8 @@ func TestSlowStarterSettlesBeforeItsFirstSlot(t *testing.T) {
 // A replica whose first round trips are slow, but not slow enough to stand
 // aside (a host busy starting the cluster), takes no slot with the loose
 // clock map they give: it samples again until a fast round trip places
-// its clock within a quarter of MaxLateness. (With a map as loose as its
-// first round trips, 64 replicas starting on two cores placed their first
-// slots 2–7ms off, and the provider saw 52 requests in 100ms at 500/s.)
+// its clock within a quarter of MaxLateness, whose error its slots then
+// leave inside.
 func TestLooseStarterSettlesBeforeItsFirstSlot(t *testing.T) {
 	srv := testredis.Start(t, testredis.Options{})
 	cfg := Config{Name: "loose", Rate: 100, MaxLateness: 8 * time.Millisecond}
@@ -167,13 +166,13 @@ func TestLooseStarterSettlesBeforeItsFirstSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Redis runs on this host's clock: a slot's moment here is its stamp.
-	off := st.At.Round(0).Sub(st.Stamp)
-	if off < 0 {
-		off = -off
-	}
-	if bound := cfg.MaxLateness / settledFactor; off > bound {
-		t.Errorf("first slot placed %v off its moment; want within %v (MaxLateness/%d)", off, bound, settledFactor)
+	// Redis runs on this host's clock: a slot's true moment here is its
+	// stamp. Placed by the loose map, the slot would open 6ms after it and
+	// close 6ms past MaxLateness.
+	from, until := st.At.Round(0).Sub(st.Stamp), st.Deadline.Round(0).Sub(st.Stamp)
+	if from < 0 || until > cfg.MaxLateness {
+		t.Errorf("first slot may leave from %v to %v after its true moment; want within 0 and %v (clock known to ±%v)",
+			from, until, cfg.MaxLateness, p.Stats().ClockUncertainty)
 	}
 }
 

@@ -113,12 +113,10 @@
 // replica samples the clock before its first slot, and one less certain
 // than a quarter of MaxLateness takes no slot until a round trip places it
 // within that or its map holds enough round trips (32, or 8 to be judged
-// as above), so that a
-// replica whose first replies were slow (a host busy starting the cluster)
-// places no slot off, and one on a slow link stands aside before it has
-// placed any. When every
-// replica is that far from Redis, all of them send, each off by up to half
-// its round trip.
+// as above), so that a replica whose first replies were slow (a host busy
+// starting the cluster) places no slot off, and one on a slow link stands
+// aside before it has placed any. When every replica is that far from
+// Redis, all of them send, each off by up to half its round trip.
 //
 // A schedule with no state in Redis (the first call ever, or the key lost:
 // deleted, evicted, Redis restarted empty or failed over to a replica that

@@ -81,10 +81,11 @@ type Pacer struct {
 	tenantRates map[string]float64 // tenants' rates as Redis last said
 }
 
-// slot is one granted slot: when it falls on this replica's clock, and on
+// slot is one granted slot: when its request may leave on this replica's
+// clock (inside the clock map's error, see marginLocked), and its place on
 // the Redis clock (its stamp in the cluster-wide schedule).
 type slot struct {
-	local    time.Time // the first moment its request may leave (see margin)
+	local    time.Time // the first moment its request may leave
 	deadline time.Time // the last
 	stamp    time.Time
 	tenant   string // the limited tenant the slot is granted to; "" for none
