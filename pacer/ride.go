@@ -25,7 +25,8 @@ type Ride struct {
 }
 
 // Ride returns a ride to send behind a blocking read, or nil when the
-// replica should not ride now: it holds slots or is asking for some, its
+// replica should not ride now: it holds slots, or is asking for more than
+// the claim waiting on that call needs (see ridesBesideRefillLocked), its
 // clock map is unsettled or too uncertain to place a slot, it stands
 // aside, paces locally while Redis is away, or pacer.tenants is on (a
 // ride knows nothing of the tenants waiting).
@@ -36,11 +37,29 @@ func (p *Pacer) Ride() *Ride {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Clock.Now()
-	if len(p.buf) > 0 || p.refilling != nil || p.deg.on || p.clock.n < asideSamples ||
-		p.uncertainLocked(now) || p.asideLocked(now) != nil {
+	if len(p.buf) > 0 || (p.refilling != nil && !p.ridesBesideRefillLocked(now)) || p.deg.on ||
+		p.clock.n < asideSamples || p.uncertainLocked(now) || p.asideLocked(now) != nil {
 		return nil
 	}
 	return &Ride{p: p}
+}
+
+// ridesBesideRefillLocked reports whether a ride may go out while a call
+// for slots is under way: when this replica asks for one slot at a time
+// (its claims come too seldom to use two before they pass their lateness
+// bound, and with no stride), so that the call brings only the slot of the
+// claim waiting on it, whose job is in hand, and the next job would
+// otherwise wait one more round trip for its own. Without it, an idle
+// replica that once asked after its job (a ride refused, or none sent)
+// went on asking after every job: the claim's call was still out when the
+// fetch after the job blocked again. A ride that lands while the call is
+// out joins the buffer like any slot; one that finds the schedule held is
+// refused as always. p.mu must be held.
+func (p *Pacer) ridesBesideRefillLocked(now time.Time) bool {
+	if stride, _ := p.strideLocked(1, now); stride > 0 {
+		return false
+	}
+	return p.batch.interval > 0 && p.batch.limit(p.sharersNow()) < 2
 }
 
 // Send queues the ride's call in pipe, behind the commands already there.

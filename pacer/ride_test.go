@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,4 +225,116 @@ func TestRideComesWithTheJob(t *testing.T) {
 	if st := p.Stats(); st.Rides != 1 {
 		t.Fatalf("rides %d, want 1", st.Rides)
 	}
+}
+
+// A replica with light demand asks for each job's slot after the job,
+// when no ride brought it (at start-up, or a ride refused): that call is
+// still out when its fetch blocks again. The next job must still be able
+// to bring its slot with it: a ride goes out beside the call, since the
+// call brings only the slot of the claim waiting on it. A replica whose
+// calls ask for more (a batch) does not ride beside them.
+func TestRideBesideTheClaimsCall(t *testing.T) {
+	cfg := Config{Rate: 500, Horizon: 20 * ms}
+	a, m := newTimeline(t, cfg)
+	rdb := a.rdb.(*redis.Client)
+	hold := &holdCalls{}
+	rdb.AddHook(hold)
+	at := settle(t, a)
+
+	// claim takes one slot at the clock's time, its call held in the hook
+	// until the returned release is called; it returns once the call is
+	// out, and the claim's result comes on the channel.
+	claim := func(now time.Time) (release func(), done chan error) {
+		m.SetTime(now)
+		out, release := hold.arm()
+		done = make(chan error, 1)
+		go func() {
+			_, err := a.Take(context.Background(), 1)
+			done <- err
+		}()
+		select {
+		case <-out:
+		case err := <-done:
+			t.Fatalf("the claim at %v returned (%v) before its call went out", now.Sub(t0), err)
+		}
+		return release, done
+	}
+
+	// Fresh, the replica's batches are not yet known to be of one slot.
+	release, done := claim(at)
+	if a.Ride() != nil {
+		t.Error("a ride beside a call that may bring a batch")
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Jobs 20ms apart, each claim asking after its job: one slot per call.
+	for i := 1; i <= 5; i++ {
+		release, done := claim(at.Add(time.Duration(i) * 20 * ms))
+		release()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := a.Stats().Calls
+
+	release, done = claim(at.Add(120 * ms))
+	ride := a.Ride()
+	if ride == nil {
+		t.Fatal("no ride beside the claim's call of a replica taking one slot per call: the next job waits for a call of its own")
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The next job comes 20ms later, its slot with it.
+	m.SetTime(at.Add(140 * ms))
+	rideBehind(t, rdb, ride, 1, ping)
+	if _, err := a.Take(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(); st.Rides != 1 || st.Calls != calls+2 {
+		t.Fatalf("rides %d, calls %d; want 1 ride and two calls since (the claim's and the ride)", st.Rides, st.Calls-calls)
+	}
+}
+
+// holdCalls is a go-redis hook that, once armed, holds the next script
+// call until released, after telling that it is out.
+type holdCalls struct {
+	mu      sync.Mutex
+	out     chan struct{}
+	release chan struct{}
+}
+
+// arm makes the next script call wait: out is closed when it is held, and
+// release lets it go.
+func (h *holdCalls) arm() (out <-chan struct{}, release func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.out, h.release = make(chan struct{}), make(chan struct{})
+	r := h.release
+	return h.out, func() { close(r) }
+}
+
+func (h *holdCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.HasPrefix(cmd.Name(), "eval") {
+			h.mu.Lock()
+			out, release := h.out, h.release
+			h.out, h.release = nil, nil
+			h.mu.Unlock()
+			if out != nil {
+				close(out)
+				<-release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
