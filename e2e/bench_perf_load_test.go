@@ -146,14 +146,10 @@ func printPerf(w io.Writer, f map[string]*perfFigures) {
 	row("CPU ms per 1,000 jobs at the ceiling", fmt.Sprintf("%.1f", b.cpuPer1000.Seconds()*1e3),
 		fmt.Sprintf("%.1f (%s)", r.cpuPer1000.Seconds()*1e3, ratio(r.cpuPer1000.Seconds(), b.cpuPer1000.Seconds())),
 		fmt.Sprintf("%.1f (%s)", n.cpuPer1000.Seconds()*1e3, ratio(n.cpuPer1000.Seconds(), b.cpuPer1000.Seconds())), "–", "", "")
-	split := func(c cpuParts, workers bool) string {
-		w := "–"
-		if workers {
-			w = fmt.Sprintf("%.1f", c.workers.Seconds()*1e3)
-		}
-		return fmt.Sprintf("%s / %.1f / %.1f / %.1f", w, c.redis.Seconds()*1e3, c.nats.Seconds()*1e3, c.rest.Seconds()*1e3)
+	split := func(c cpuParts) string {
+		return fmt.Sprintf("%.1f / %.1f / %.1f / %.1f", c.workers.Seconds()*1e3, c.redis.Seconds()*1e3, c.nats.Seconds()*1e3, c.rest.Seconds()*1e3)
 	}
-	row("  of which dispatchers / redis / nats-server / test process", split(b.cpuSplit, false), split(r.cpuSplit, true), split(n.cpuSplit, true), "–", "", "")
+	row("  of which workers / redis / nats-server / test process", split(b.cpuSplit), split(r.cpuSplit), split(n.cpuSplit), "–", "", "")
 	row("provider connections opened per 1,000 jobs at the ceiling", fmt.Sprintf("%.1f", b.connsPer1000),
 		fmt.Sprintf("%.1f", r.connsPer1000), fmt.Sprintf("%.1f", n.connsPer1000), "–", "", "")
 	row("allocations per job in the replicas", "–", fmt.Sprintf("%.0f", r.allocsPerJob), fmt.Sprintf("%.0f", n.allocsPerJob), "–", "", "")
@@ -184,7 +180,7 @@ func printPerf(w io.Writer, f map[string]*perfFigures) {
 		fmt.Sprintf("%.0f (%s)", r.grants, ratio(r.grants, b.grants)), "(same pacer)", "≥10× baseline", met(r.grants >= 10*b.grants), "")
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nbaseline: %d goroutines BLPOP one Redis list and POST each job, no acks, no cap. sluice: %d dispatcher processes.\n", perfWorkers, benchReplicas)
-	fmt.Fprintln(w, "CPU: utime+stime of redis-server, nats-server, the dispatchers and the test process (the provider, the producer, the baseline worker), first delivery to last; the baseline's worker runs in the test process (nats-server too, embedded, where no nats-server binary is on the PATH).")
+	fmt.Fprintln(w, "CPU: utime+stime of redis-server, nats-server, the workers (the dispatchers, or the baseline's worker, a process of its own) and the test process (the provider, the producer; nats-server too, embedded, where no nats-server binary is on the PATH), first delivery to last.")
 	fmt.Fprintln(w, "Redis: commands clients sent (MONITOR, commands inside scripts not counted; pacer = EVALSHA of pacer/*.lua) and total_reads_processed (a pipeline is one read), including the producer's enqueues.")
 	fmt.Fprintln(w, "NATS: the server's in_msgs / out_msgs (pull requests, deliveries, acks and their replies, the producer's publishes).")
 }

@@ -84,9 +84,9 @@ type ceilingFigures struct {
 }
 
 // cpuParts is CPU by process: the workers (the dispatchers, or the
-// baseline's goroutines, which run in the test process), redis-server,
-// nats-server (0 when embedded in the test process, or not used), and the
-// rest of the test process (the provider, the producer).
+// baseline's worker process), redis-server, nats-server (0 when embedded
+// in the test process, or not used), and the test process (the provider,
+// the producer).
 type cpuParts struct {
 	workers, redis, nats, rest time.Duration
 }
@@ -109,6 +109,7 @@ type perfCluster struct {
 	*cluster
 	nats *perfNATS     // nil unless the NATS backend
 	list string        // the baseline's list
+	pid  int           // the baseline worker's process, once started
 	rdb  *redis.Client // the test's one client of the cluster's Redis
 }
 
@@ -157,6 +158,9 @@ func (c *perfCluster) sample(t *testing.T) perfSample {
 	for _, p := range c.allProcs() {
 		s.parts.workers += cpu(p.cmd.Process.Pid)
 	}
+	if c.pid != 0 {
+		s.parts.workers = cpu(c.pid)
+	}
 	if c.list == "" {
 		if s.mallocs, err = mallocs(c.cluster); err != nil {
 			t.Fatal(err)
@@ -184,7 +188,7 @@ func (c *perfCluster) run(t *testing.T) {
 		waitReady(t, c.cluster)
 		return
 	}
-	t.Cleanup(runBaseline(c.redis.Addr(), c.list, c.prov.URL(), perfWorkers))
+	c.pid = startBaselineWorker(t, c.redis.Addr(), c.list, c.prov.URL(), perfWorkers)
 }
 
 // perfLatency offers 200 jobs/s at cap 500: enqueue → provider arrival of

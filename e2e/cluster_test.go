@@ -34,6 +34,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(baselineWorkerEnv); spec != "" { // this process is the baseline's worker
+		os.Exit(baselineWorkerMain(spec))
+	}
 	dir, err := os.MkdirTemp("", "sluice-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

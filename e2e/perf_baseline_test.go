@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,6 +45,63 @@ func baselinePush(ctx context.Context, rdb *redis.Client, list string, ids ...st
 		return fmt.Errorf("baseline: push: %w", err)
 	}
 	return nil
+}
+
+// baselineWorkerEnv, set in the environment of this test binary, makes it
+// the baseline's worker instead of running tests (TestMain): the value is
+// "redis-addr list provider-url goroutines". A user runs such a worker as
+// a process of its own, as the dispatchers are; run inside the test
+// process, beside the provider and the producer, it found its process
+// already awake for every job, which an idle worker is not.
+const baselineWorkerEnv = "SLUICE_E2E_BASELINE_WORKER"
+
+// baselineWorkerMain runs the baseline's worker as described by spec until
+// its standard input closes (the test ended, or died), and returns the
+// process's exit code.
+func baselineWorkerMain(spec string) int {
+	var addr, list, url string
+	var n int
+	if _, err := fmt.Sscan(spec, &addr, &list, &url, &n); err != nil {
+		fmt.Fprintf(os.Stderr, "baseline worker: %s=%q: %v\n", baselineWorkerEnv, spec, err)
+		return 2
+	}
+	stop := runBaseline(addr, list, url, n)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	stop()
+	return 0
+}
+
+// startBaselineWorker starts the baseline's worker in a process of its own
+// (this test binary again, baselineWorkerEnv set) and returns its process
+// id; the test's cleanup stops it.
+func startBaselineWorker(t *testing.T, addr, list, url string, n int) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d", baselineWorkerEnv, addr, list, url, n))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("baseline worker: %v", err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("baseline worker: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Error("baseline worker: did not stop within 10s of its input closing; killed")
+		}
+	})
+	return cmd.Process.Pid
 }
 
 // runBaseline starts n goroutines that pop list (BLPOP) and POST each job
