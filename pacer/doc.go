@@ -63,6 +63,11 @@
 // brought no job is forfeited at once ("idle"); one comes at most per lane
 // and block slice (half a second) while the cluster is idle. A ride's reply
 // is no clock sample: when it ran within its long round trip is unknown.
+// A replica that holds slots does not ride; one whose claim has a call out
+// rides beside it only when that call asks for the claim's one slot (its
+// batches are of one slot, with no stride): otherwise the job after one
+// that came without its slot would wait for a call as well, and the one
+// after it, and so on.
 //
 // # Time at the provider
 //
