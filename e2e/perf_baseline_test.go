@@ -49,10 +49,9 @@ func baselinePush(ctx context.Context, rdb *redis.Client, list string, ids ...st
 
 // baselineWorkerEnv, set in the environment of this test binary, makes it
 // the baseline's worker instead of running tests (TestMain): the value is
-// "redis-addr list provider-url goroutines". A user runs such a worker as
-// a process of its own, as the dispatchers are; run inside the test
-// process, beside the provider and the producer, it found its process
-// already awake for every job, which an idle worker is not.
+// "redis-addr list provider-url goroutines". The worker runs as a process
+// of its own, as a user runs one and as the dispatchers run, so that the
+// table counts its CPU apart from the provider's and the producer's.
 const baselineWorkerEnv = "SLUICE_E2E_BASELINE_WORKER"
 
 // baselineWorkerMain runs the baseline's worker as described by spec until
@@ -65,6 +64,9 @@ func baselineWorkerMain(spec string) int {
 		fmt.Fprintf(os.Stderr, "baseline worker: %s=%q: %v\n", baselineWorkerEnv, spec, err)
 		return 2
 	}
+	// Stopping closes the client under the pops in flight, which go-redis
+	// logs; the worker has nothing to say.
+	redis.SetLogger(quietRedis{})
 	stop := runBaseline(addr, list, url, n)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	stop()
@@ -103,6 +105,11 @@ func startBaselineWorker(t *testing.T, addr, list, url string, n int) int {
 	})
 	return cmd.Process.Pid
 }
+
+// quietRedis is a go-redis logger that drops what it is given.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // runBaseline starts n goroutines that pop list (BLPOP) and POST each job
 // to url, until the returned stop is called.
