@@ -1,6 +1,7 @@
 package pacer
 
 import (
+	"slices"
 	"time"
 )
 
@@ -132,4 +133,18 @@ func (c *clockMap) lead() time.Duration {
 		worst = max(worst, c.leads[i])
 	}
 	return worst
+}
+
+// typicalLead is the median of the same recent delays (the higher of the
+// two middle ones): what most replies took, which one stall of this
+// replica does not raise.
+func (c *clockMap) typicalLead() time.Duration {
+	n := min(c.nlead, leadSamples)
+	if n == 0 {
+		return 0
+	}
+	var d [leadSamples]time.Duration
+	copy(d[:], c.leads[:n])
+	slices.Sort(d[:n])
+	return d[n/2]
 }

@@ -118,7 +118,11 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 // zero: none), as a ride or not, before the tenants' (tenantArgs). p.mu
 // must be held.
 func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, ride bool) (keys []string, args []any) {
-	lead := max(0, p.clock.lead()-p.cfg.MaxLateness/2)
+	lead := p.clock.lead()
+	if ride {
+		lead = p.clock.typicalLead() // see Ride
+	}
+	lead = max(0, lead-p.cfg.MaxLateness/2)
 	var hint, fromUs int64
 	if !p.hint.IsZero() {
 		hint = p.hint.UnixMicro()

@@ -19,6 +19,13 @@ import (
 // A ride's reply is no clock sample (when Redis ran it within the round
 // trip is unknown), but it still tells how long replies take to arrive
 // after the script ran (the lead).
+//
+// A ride's slot is placed by the typical lead, the median of the recent
+// replies' delays, where other calls take the longest of them: one stall
+// of the replica (a slow reply) would otherwise place the slots of its
+// next eight rides that much after their jobs came, each job waiting for
+// it. A ride's slot that arrives stale after all costs a slot of an idle
+// schedule, and the job asks again.
 type Ride struct {
 	p   *Pacer
 	cmd *redis.Cmd

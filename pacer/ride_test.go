@@ -338,3 +338,58 @@ func (h *holdCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *holdCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// One slow reply among fast ones (a stall of the replica) makes the
+// replica's calls ask for slots that much ahead, for eight replies; a
+// ride's slot is placed by what most replies took, so the job it comes
+// with does not wait for it. Replies slow most of the time still place a
+// ride's slot ahead.
+func TestRideLeadForgetsOneStall(t *testing.T) {
+	cfg := Config{Rate: 1000, Horizon: 50 * ms}
+	a, m := newTimeline(t, cfg)
+	rdb := a.rdb.(*redis.Client)
+	settle(t, a)
+	leads := func(ds ...time.Duration) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		copy(a.clock.leads[:], ds)
+		a.clock.nlead = leadSamples
+	}
+	rideAt := func(at time.Duration) time.Time {
+		t.Helper()
+		m.SetTime(t0.Add(at))
+		ride := a.Ride()
+		if ride == nil {
+			t.Fatalf("no ride at %v", at)
+		}
+		// Send reads the lead; Landed adds the ride's own (zero here).
+		rideBehind(t, rdb, ride, 1, ping)
+		got := buffered(a)
+		if len(got) != 1 {
+			t.Fatalf("ride at %v: buffered %v, want one slot", at, got)
+		}
+		a.mu.Lock()
+		a.buf = nil
+		a.mu.Unlock()
+		return got[0]
+	}
+
+	const fast = 100 * time.Microsecond
+	// Seven replies in 0.1ms, one in 6ms.
+	leads(fast, fast, 6*ms, fast, fast, fast, fast, fast)
+	if got := rideAt(100 * ms); !got.Equal(t0.Add(100 * ms)) {
+		t.Errorf("after one stall the ride's slot is %v after its job, want at it", got.Sub(t0.Add(100*ms)))
+	}
+	// A call that is not a ride still leads by the stall (lead − lateness/2).
+	leads(fast, fast, 6*ms, fast, fast, fast, fast, fast)
+	m.SetTime(t0.Add(200 * ms))
+	r, err := a.reserve(context.Background(), 1, 0, time.Time{})
+	if err != nil || r.Granted != 1 || !r.Slot(0).Equal(t0.Add(205*ms)) {
+		t.Errorf("a call after one stall: %+v, %v; want its slot 5ms ahead", r, err)
+	}
+	// Slow most of the time: the ride's slot is placed ahead too.
+	leads(6*ms, 6*ms, 6*ms, 6*ms, 6*ms, fast, fast, fast)
+	if got := rideAt(300 * ms); !got.Equal(t0.Add(305 * ms)) {
+		t.Errorf("replies slow most of the time: the ride's slot is %v after its job, want 5ms", got.Sub(t0.Add(300*ms)))
+	}
+}
