@@ -67,7 +67,10 @@
 // rides beside it only when that call asks for the claim's one slot (its
 // batches are of one slot, with no stride): otherwise the job after one
 // that came without its slot would wait for a call as well, and the one
-// after it, and so on.
+// after it, and so on. A ride asks for no slot closer than what most
+// recent replies took to arrive (their median), where other calls take
+// the longest: one stall of the replica would otherwise place its next
+// eight rides' slots that much after their jobs.
 //
 // # Time at the provider
 //
