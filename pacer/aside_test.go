@@ -230,7 +230,7 @@ func (h *afterCalls) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (h *afterCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if err == nil && strings.HasPrefix(cmd.Name(), "eval") {
+		if err == nil && isScript(cmd) {
 			h.note()
 		}
 		return err
@@ -240,9 +240,12 @@ func (h *afterCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *afterCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if err == nil && slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return strings.HasPrefix(c.Name(), "eval") }) {
+		if err == nil && slices.ContainsFunc(cmds, isScript) {
 			h.note()
 		}
 		return err
 	}
 }
+
+// isScript reports whether cmd runs a script (EVAL or EVALSHA).
+func isScript(cmd redis.Cmder) bool { return strings.HasPrefix(cmd.Name(), "eval") }

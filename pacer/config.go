@@ -198,7 +198,7 @@ func (c *Config) Validate() error {
 		bad("burst", "must be between 1 and 1000000, got %d", c.Burst)
 	}
 	if c.Horizon < 0 || c.Horizon > MaxHorizon {
-		bad("horizon", "must be between 1ms and 10s, got %s", c.Horizon)
+		bad("horizon", "must be between 1ms and %s, got %s", MaxHorizon, c.Horizon)
 	}
 	if c.MaxBatch < 0 || c.MaxBatch > 10000 {
 		bad("max_batch", "must be between 1 and 10000, got %d", c.MaxBatch)

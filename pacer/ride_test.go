@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -321,7 +320,7 @@ func (h *holdCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *holdCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if strings.HasPrefix(cmd.Name(), "eval") {
+		if isScript(cmd) {
 			h.mu.Lock()
 			out, release := h.out, h.release
 			h.out, h.release = nil, nil
