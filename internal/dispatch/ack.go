@@ -21,6 +21,16 @@ const (
 	// per batch on Redis); when an answer is slow (a failover), the next
 	// batches go without waiting for it.
 	ackStall = 20 * time.Millisecond
+	// ackLinger and ackLingerFrom: while acks come in batches of
+	// ackLingerFrom or more (a replica busy enough that several finish
+	// within one round trip), a batch opens no sooner than ackLinger after
+	// the last one, so that each carries more acks: fewer script calls on
+	// Redis, fewer writes and confirmation waits on NATS. An ack waits at
+	// most ackLinger longer; a replica killed meanwhile leaves that much
+	// more of its sent jobs to be delivered again, as any unacked job is.
+	// Lone acks and small batches (light load) go at once, as before.
+	ackLinger     = 10 * time.Millisecond
+	ackLingerFrom = 4
 	// ackTimeout bounds one attempt of a batch: how long its confirmations
 	// are waited for.
 	ackTimeout = 2 * time.Second
@@ -50,10 +60,13 @@ func (e *Engine) ack(ctx context.Context, d queue.Delivery) {
 // whatever queued up while the previous one was sent: a lone ack goes at
 // once, and acks under load share round trips. A second batch opens beside
 // one that has been open for ackStall, up to ackBatchesInFlight at once.
+// After a batch of ackLingerFrom acks or more, the next opens no sooner
+// than ackLinger after it.
 func (e *Engine) ackLoop(ba queue.BatchAcker) {
 	finished := make(chan struct{}, ackBatchesInFlight)
 	open := 0
 	var opened time.Time // when the last batch opened
+	last := 0            // acks in the last batch
 	var wg sync.WaitGroup
 	for d := range e.acks {
 		open -= drained(finished)
@@ -73,6 +86,9 @@ func (e *Engine) ackLoop(ba queue.BatchAcker) {
 		}
 		batch := make([]queue.Delivery, 1, min(maxAckBatch, 1+len(e.acks)))
 		batch[0] = d
+		if wait := e.ackLinger - time.Since(opened); last >= ackLingerFrom && wait > 0 {
+			batch = e.linger(batch, wait)
+		}
 	fill:
 		for len(batch) < maxAckBatch {
 			select {
@@ -86,13 +102,33 @@ func (e *Engine) ackLoop(ba queue.BatchAcker) {
 			}
 		}
 		open++
-		opened = time.Now()
+		opened, last = time.Now(), len(batch)
 		wg.Go(func() {
 			defer func() { finished <- struct{}{} }()
 			e.ackBatch(ba, batch)
 		})
 	}
 	wg.Wait()
+}
+
+// linger adds to batch the acks that come within wait, up to
+// maxAckBatch: it takes them as they come, so that no sender waits for
+// room on e.acks meanwhile.
+func (e *Engine) linger(batch []queue.Delivery, wait time.Duration) []queue.Delivery {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for len(batch) < maxAckBatch {
+		select {
+		case d, ok := <-e.acks:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, d)
+		case <-t.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // drained takes every signal waiting on ch and returns how many.

@@ -138,3 +138,70 @@ func TestAckBatchBesideAStalledOne(t *testing.T) {
 	}
 	close(g.go_)
 }
+
+// After a batch of ackLingerFrom acks or more (a busy replica), the next
+// batch waits for company up to ackLinger, taking acks as they come so
+// that no sender waits for room, and goes when full; after a small batch
+// (light load) the next goes at once.
+func TestAcksLingerAfterABigBatch(t *testing.T) {
+	newEngine := func() *Engine {
+		e, err := New(Config{}, Deps{Queue: newMemQueue("default"), Pacer: &gatePacer{}, Priority: twoLanes,
+			Sink: sink.SenderFunc(func(context.Context, *queue.Job) error { return nil })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ackStall = 0          // no batch waits for the one before to answer
+		e.ackLinger = time.Hour // a lingering batch ends only when full
+		return e
+	}
+	began := func(g *gatedAcker) int {
+		select {
+		case n := <-g.began:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatal("no batch within 10s")
+			return 0
+		}
+	}
+	t.Run("after a small batch", func(t *testing.T) {
+		e := newEngine()
+		g := &gatedAcker{began: make(chan int, 8), go_: make(chan struct{}, 8)}
+		ackLoopWith(t, e, g)
+		t.Cleanup(func() { close(g.go_) })
+		e.acks <- &memDelivery{job: job("first", "default", "x")}
+		if n := began(g); n != 1 {
+			t.Fatalf("first batch: %d acks, want 1", n)
+		}
+		e.acks <- &memDelivery{job: job("second", "default", "x")}
+		if n := began(g); n != 1 {
+			t.Errorf("second batch: %d acks, want 1, at once", n)
+		}
+	})
+	t.Run("after a big batch", func(t *testing.T) {
+		e := newEngine()
+		g := &gatedAcker{began: make(chan int, 8), go_: make(chan struct{}, 8)}
+		// Room for fewer acks than a batch holds: the lingering loop must
+		// take them as they come, or the senders (here, the test) wait.
+		e.acks = make(chan queue.Delivery, 2*ackLingerFrom)
+		for i := range ackLingerFrom { // queued before the loop starts: one batch
+			e.acks <- &memDelivery{job: job(fmt.Sprint("b", i), "default", "x")}
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); e.ackLoop(g) }()
+		t.Cleanup(func() { close(e.acks); close(g.go_); <-done })
+		if n := began(g); n != ackLingerFrom {
+			t.Fatalf("first batch: %d acks, want %d", n, ackLingerFrom)
+		}
+		for i := range maxAckBatch {
+			select {
+			case e.acks <- &memDelivery{job: job(fmt.Sprint("k", i), "default", "x")}:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("ack %d waited 10s for room: the loop does not take acks while it lingers", i)
+			}
+		}
+		if n := began(g); n != maxAckBatch {
+			t.Errorf("second batch: %d acks, want %d: after a batch of %d it takes the acks that come, until full",
+				n, maxAckBatch, ackLingerFrom)
+		}
+	})
+}

@@ -80,17 +80,18 @@ type Engine struct {
 	metrics *Metrics
 	log     *slog.Logger
 
-	inflight chan struct{} // semaphore of MaxInFlight
-	sends    sync.WaitGroup
-	senders  chan sendTask       // to an idle sender (senders.go)
-	started  atomic.Int64        // senders started so far
-	quit     chan struct{}       // closed when Run ends: idle senders exit
-	open     atomic.Int64        // requests open to the provider
-	sending  openRequests        // their deliveries, kept alive with the buffer's
-	latency  atomic.Int64        // moving average of the provider's answer time, nanoseconds
-	replicas atomic.Int64        // replicas sharing the rate, as last told
-	acks     chan queue.Delivery // to the ack loop, when the queue acks in batches
-	ackStall time.Duration       // ackStall; tests change it
+	inflight  chan struct{} // semaphore of MaxInFlight
+	sends     sync.WaitGroup
+	senders   chan sendTask       // to an idle sender (senders.go)
+	started   atomic.Int64        // senders started so far
+	quit      chan struct{}       // closed when Run ends: idle senders exit
+	open      atomic.Int64        // requests open to the provider
+	sending   openRequests        // their deliveries, kept alive with the buffer's
+	latency   atomic.Int64        // moving average of the provider's answer time, nanoseconds
+	replicas  atomic.Int64        // replicas sharing the rate, as last told
+	acks      chan queue.Delivery // to the ack loop, when the queue acks in batches
+	ackStall  time.Duration       // ackStall; tests change it
+	ackLinger time.Duration       // ackLinger; tests change it
 
 	healthMu sync.Mutex
 	health   map[string]error     // last error per component, nil when healthy
@@ -164,7 +165,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		metrics: deps.Metrics, log: deps.Log,
 		inflight: make(chan struct{}, cfg.MaxInFlight),
 		senders:  make(chan sendTask),
-		ackStall: ackStall,
+		ackStall: ackStall, ackLinger: ackLinger,
 		quit:     make(chan struct{}),
 		health:   map[string]error{},
 		deferSem: make(chan struct{}, maxDefersInFlight),
