@@ -154,6 +154,8 @@ func printPerf(w io.Writer, f map[string]*perfFigures) {
 		fmt.Sprintf("%.1f", r.connsPer1000), fmt.Sprintf("%.1f", n.connsPer1000), "–", "", "")
 	row("allocations per job in the replicas", "–", fmt.Sprintf("%.0f", r.allocsPerJob), fmt.Sprintf("%.0f", n.allocsPerJob), "–", "", "")
 	row("slots forfeited per job at the ceiling", "–", forfeitsText(r.forfeits), forfeitsText(n.forfeits), "–", "", "")
+	calls := func(f *perfFigures) string { return fmt.Sprintf("%.3f / %.3f", f.pacerCalls, f.ackBatches) }
+	row("pacer calls / ack batches per job at the ceiling", "– (no acks)", calls(r), calls(n), "–", "", "")
 	for i, q := range []string{"p50", "p99", "max"} {
 		target, okR, okN := "–", "", ""
 		switch i {

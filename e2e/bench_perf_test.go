@@ -81,6 +81,8 @@ type ceilingFigures struct {
 	connsPer1000 float64            // connections the provider accepted per 1,000 jobs
 	allocsPerJob float64            // heap allocations per job in the replicas; <0: not measured
 	forfeits     map[string]float64 // slots forfeited per job at the ceiling, by reason
+	pacerCalls   float64            // the replicas' calls for slots per job (sluice_pacer_calls_total)
+	ackBatches   float64            // the replicas' batches of acks per job (sluice_ack_batches_total)
 }
 
 // cpuParts is CPU by process: the workers (the dispatchers, or the
@@ -245,7 +247,8 @@ func perfLatency(t *testing.T, backend string) (l [3]time.Duration, rode float64
 // perfCeiling drains a 30,000-job backlog with no cap and returns jobs/s,
 // CPU per 1,000 jobs and the replicas' allocations per job, counted from
 // the first delivery to the last, and the slots the replicas forfeited per
-// job (late or unclaimed: a CPU-starved replica forfeits many).
+// job (late or unclaimed: a CPU-starved replica forfeits many), their
+// calls for slots and their batches of acks per job.
 func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 	t.Run("ceiling-"+backend, func(t *testing.T) {
 		c := newPerfCluster(t, backend, 1e6, "SLUICE_PACER_BURST=1000", "SLUICE_METRICS_PPROF=true")
@@ -289,6 +292,7 @@ func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 			for reason, n := range m.forfeited {
 				f.forfeits[reason] = n / perfCeilingJobs
 			}
+			f.pacerCalls, f.ackBatches = m.calls/perfCeilingJobs, m.acks/perfCeilingJobs
 		}
 	})
 	return f

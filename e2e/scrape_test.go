@@ -106,6 +106,7 @@ type metricSet struct {
 	lapsed    float64            // sluice_pacer_slots_lapsed_total, summed
 	calls     float64            // sluice_pacer_calls_total, summed
 	reports   float64            // sluice_pacer_feedback_reports_total, summed
+	acks      float64            // sluice_ack_batches_total, summed
 }
 
 // parseMetrics folds one /metrics body into m.
@@ -148,6 +149,8 @@ func (m *metricSet) parseMetrics(r io.Reader) error {
 			m.calls += v
 		case "sluice_pacer_feedback_reports_total":
 			m.reports += v
+		case "sluice_ack_batches_total":
+			m.acks += v
 		}
 	}
 	if err := sc.Err(); err != nil {

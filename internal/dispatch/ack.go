@@ -154,6 +154,7 @@ func (e *Engine) ackBatch(ba queue.BatchAcker, batch []queue.Delivery) {
 	backoff := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+		e.metrics.ackBatch()
 		errs := ba.AckBatch(ctx, batch)
 		cancel()
 		again := batch[:0:0]

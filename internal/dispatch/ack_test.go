@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/sink"
 )
@@ -42,10 +45,15 @@ func (f *flakyAcker) AckBatch(_ context.Context, ds []queue.Delivery) []error {
 }
 
 // An ack that fails for a reason that may pass is sent again and lands;
-// one the queue refuses as settled is sent once.
+// one the queue refuses as settled is sent once. Each attempt counts in
+// sluice_ack_batches_total.
 func TestAckSentAgainAfterAFailure(t *testing.T) {
 	q := newMemQueue("default")
-	e, err := New(Config{}, Deps{Queue: q, Pacer: &gatePacer{}, Priority: twoLanes,
+	m, err := NewMetrics(prometheus.NewPedanticRegistry(), Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{}, Deps{Queue: q, Pacer: &gatePacer{}, Priority: twoLanes, Metrics: m,
 		Sink: sink.SenderFunc(func(context.Context, *queue.Job) error { return nil })})
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +70,9 @@ func TestAckSentAgainAfterAFailure(t *testing.T) {
 	}
 	if f.attempts["a"] != 1 || f.attempts["b"] != 2 || f.attempts["c"] != 1 {
 		t.Errorf("attempts %v; want a 1, b 2, c 1 (a settled job is not acked again)", f.attempts)
+	}
+	if got := testutil.ToFloat64(m.ackBatches); got != 2 {
+		t.Errorf("sluice_ack_batches_total = %v, want 2 (the batch, then b again)", got)
 	}
 }
 

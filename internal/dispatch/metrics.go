@@ -24,6 +24,7 @@ type Metrics struct {
 	late          prometheus.Histogram
 	throttles     prometheus.Counter
 	backendErrors *prometheus.CounterVec
+	ackBatches    prometheus.Counter
 }
 
 // Sources are read at scrape time: the queue's counts and the pacer's
@@ -69,9 +70,11 @@ func NewMetrics(reg prometheus.Registerer, src Sources) (*Metrics, error) {
 			Help: "Throttling answers (429, 503) that made the cluster hold back."}),
 		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_backend_errors_total",
 			Help: "Failed calls to the queue backend or the pacer's Redis, by component."}, []string{"component"}),
+		ackBatches: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ack_batches_total",
+			Help: "Batches of acks sent to the queue backend, each one round trip (one script call on Redis), attempts after a failure included."}),
 	}
 	cs := []prometheus.Collector{m.jobs, m.retries, m.deadLetters, m.wait, m.latency, m.inflight,
-		m.slotWaits, m.late, m.throttles, m.backendErrors, &scraped{src: src}}
+		m.slotWaits, m.late, m.throttles, m.backendErrors, m.ackBatches, &scraped{src: src}}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -159,6 +162,12 @@ func (m *Metrics) throttle() {
 func (m *Metrics) backendError(component string) {
 	if m != nil {
 		m.backendErrors.WithLabelValues(component).Inc()
+	}
+}
+
+func (m *Metrics) ackBatch() {
+	if m != nil {
+		m.ackBatches.Inc()
 	}
 }
 
