@@ -86,21 +86,11 @@ func (e *Engine) ackLoop(ba queue.BatchAcker) {
 		}
 		batch := make([]queue.Delivery, 1, min(maxAckBatch, 1+len(e.acks)))
 		batch[0] = d
-		if wait := e.ackLinger - time.Since(opened); last >= ackLingerFrom && wait > 0 {
-			batch = e.linger(batch, wait)
+		var wait time.Duration // after a big batch, how long this one waits for more
+		if last >= ackLingerFrom {
+			wait = e.ackLinger - time.Since(opened)
 		}
-	fill:
-		for len(batch) < maxAckBatch {
-			select {
-			case d, ok := <-e.acks:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, d)
-			default:
-				break fill
-			}
-		}
+		batch = e.fill(batch, wait)
 		open++
 		opened, last = time.Now(), len(batch)
 		wg.Go(func() {
@@ -111,12 +101,17 @@ func (e *Engine) ackLoop(ba queue.BatchAcker) {
 	wg.Wait()
 }
 
-// linger adds to batch the acks that come within wait, up to
-// maxAckBatch: it takes them as they come, so that no sender waits for
-// room on e.acks meanwhile.
-func (e *Engine) linger(batch []queue.Delivery, wait time.Duration) []queue.Delivery {
-	t := time.NewTimer(wait)
-	defer t.Stop()
+// fill adds to batch the acks queued on e.acks and, for wait (none when
+// wait <= 0), those that come, up to maxAckBatch or until e.acks is
+// closed. It takes acks as they come, so that no sender waits for room on
+// e.acks meanwhile.
+func (e *Engine) fill(batch []queue.Delivery, wait time.Duration) []queue.Delivery {
+	var until <-chan time.Time // nil: take only what is queued
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		until = t.C
+	}
 	for len(batch) < maxAckBatch {
 		select {
 		case d, ok := <-e.acks:
@@ -124,8 +119,20 @@ func (e *Engine) linger(batch []queue.Delivery, wait time.Duration) []queue.Deli
 				return batch
 			}
 			batch = append(batch, d)
-		case <-t.C:
+			continue
+		default:
+		}
+		if until == nil {
 			return batch
+		}
+		select {
+		case d, ok := <-e.acks:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, d)
+		case <-until:
+			until = nil // what queued meanwhile still goes
 		}
 	}
 	return batch
