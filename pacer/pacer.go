@@ -44,6 +44,7 @@ type Pacer struct {
 	buf       []slot        // granted, unclaimed slots in local-time order
 	strided   bool          // buf holds slots granted with a stride (batchPolicy.stride)
 	refilling chan struct{} // non-nil while one refill runs; closed when done
+	topUps    chan topUp    // to the idle top-up goroutine (topup.go)
 	batch     batchPolicy
 	clock     *clockMap
 	hint      time.Time      // the latest slot granted to this replica (Redis clock)
@@ -75,6 +76,9 @@ type Pacer struct {
 	unclaimed, stale, late          atomic.Int64
 	ineligible                      atomic.Int64 // slots no job was allowed to take (tenants.go)
 	rides, idle                     atomic.Int64 // rides granted a slot, and slots of rides that brought no job (ride.go)
+	// topUpLoops and topUpRuns count the top-up goroutines started and
+	// the top-ups they ran (topup.go), for tests.
+	topUpLoops, topUpRuns atomic.Int64
 
 	demand      atomic.Pointer[func() []TenantDemand] // tenants waiting here (tenants.go)
 	tenantMu    sync.Mutex
@@ -101,7 +105,8 @@ func New(rdb redis.Scripter, cfg Config) (*Pacer, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
-	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap(), epoch: cfg.Clock.Now()}
+	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap(), epoch: cfg.Clock.Now(),
+		topUps: make(chan topUp)}
 	p.sharers.Store(1)
 	return p, nil
 }
@@ -326,14 +331,7 @@ func (p *Pacer) afterClaimLocked(ctx context.Context, held, now time.Time) {
 	if ch == nil {
 		return
 	}
-	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Horizon)
-		defer cancel()
-		if r, err := p.reserve(rctx, want, stride, from); err == nil {
-			p.addSlots(r, stride > 0)
-		}
-		p.endRefill(ch)
-	}()
+	p.startTopUp(topUp{ctx: ctx, ch: ch, want: want, stride: stride, from: from})
 }
 
 // topUpLocked decides whether to refill in the background, while the
