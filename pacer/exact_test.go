@@ -83,6 +83,23 @@ func TestScheduleLead(t *testing.T) {
 	})
 }
 
+// On a schedule far faster than its replicas use it (no cap in reach),
+// the moments a slow replica cannot reach hold many points: it skips them
+// as on an idle schedule instead of being refused again and again while
+// the others draw on it. A few points it still leaves to the others.
+func TestScheduleLeadSkipsManyPoints(t *testing.T) {
+	p, m := newTimeline(t, Config{Rate: 100_000, Horizon: 50 * ms}) // one point every 10µs
+	run(t, p, m, []step{{at: 0, n: 2, granted: 2, first: 0}})       // tat at 20µs: busy
+	setLead(p, 1500*time.Microsecond)                               // 0.5ms ahead: 48 points to reach, under 64
+	run(t, p, m, []step{{at: 0, n: 1, granted: 0, retry: 480 * time.Microsecond}})
+	setLead(p, 2*ms) // 1ms ahead: 98 points
+	run(t, p, m, []step{
+		{at: 0, n: 2, granted: 2, first: ms},                                         // skipped to now+1ms
+		{at: 0, n: 1, granted: 1, first: ms + 20*time.Microsecond},                   // on from there: the points skipped are never granted
+		{at: 100 * time.Microsecond, n: 1, granted: 0, retry: 70 * time.Microsecond}, // 7 points to reach (tat 1.03ms): left to the others
+	})
+}
+
 func setLead(p *Pacer, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
