@@ -100,6 +100,41 @@ func TestScheduleLeadSkipsManyPoints(t *testing.T) {
 	})
 }
 
+// A replica asks by its longest recent reply, except on a schedule so
+// fast that half the lateness bound spans 64 points (no cap in reach),
+// where it asks by the typical one, as a ride does: at the uncapped
+// ceiling, every batch placed by the longest came after the replica could
+// have used it.
+func TestLeadByTheScheduleRate(t *testing.T) {
+	p, m := newTimeline(t, Config{Rate: 500, Horizon: 50 * ms}) // lateness bound 2ms by default
+	run(t, p, m, []step{{at: 0, n: 1, granted: 1, first: 0}})   // the interval, from a grant
+	sent := func(iv time.Duration) time.Duration {
+		t.Helper()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for i := range p.clock.leads {
+			p.clock.leads[i] = 1200 * time.Microsecond // what most replies took
+		}
+		p.clock.leads[3] = 3 * ms // one slow reply
+		p.clock.nlead = leadSamples
+		p.batch.interval = iv
+		_, args := p.reserveArgsLocked(1, 0, time.Time{}, false)
+		return time.Duration(args[6].(int64)) * time.Microsecond
+	}
+	for _, tc := range []struct {
+		iv, want time.Duration
+	}{
+		{2 * ms, 2 * ms},                                  // 500/s: the longest, less half the lateness bound
+		{16 * time.Microsecond, 2 * ms},                   // 62,500/s: 62 points in 1ms
+		{15625 * time.Nanosecond, 200 * time.Microsecond}, // 64,000/s: 64 points, the typical lead
+		{time.Microsecond, 200 * time.Microsecond},        // no cap
+	} {
+		if got := sent(tc.iv); got != tc.want {
+			t.Errorf("interval %v: lead sent %v, want %v", tc.iv, got, tc.want)
+		}
+	}
+}
+
 func setLead(p *Pacer, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -119,8 +119,8 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 // must be held.
 func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, ride bool) (keys []string, args []any) {
 	lead := p.clock.lead()
-	if ride {
-		lead = p.clock.typicalLead() // see Ride
+	if ride || p.fastLocked() {
+		lead = p.clock.typicalLead() // see Ride, and fastLocked
 	}
 	lead = max(0, lead-p.cfg.MaxLateness/2)
 	var hint, fromUs int64
@@ -139,6 +139,22 @@ func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, r
 		max(p.cfg.Headroom, 0), lead.Microseconds(), hint, adaptiveArg(p.cfg.Adaptive.Enabled),
 		stride.Microseconds(), p.seq, fromUs, rideArg}
 	return keys, args
+}
+
+// fastLocked reports whether the schedule is so fast that half the
+// lateness bound spans 64 points or more (64,000 slots/s at the default
+// 2ms): a rate far above what the replicas use, as with no cap. Every call
+// then asks by the typical lead, as a ride does, where others ask by the
+// longest. Placed by the longest, every batch of slots came that much
+// after the replica could have used it, and at the uncapped ceiling the
+// replica waited for each; by the typical lead, one reply in a few brings
+// its batch stale, which costs the claim waiting on it one more call and
+// the schedule points nobody would have used. Below that rate a stale
+// batch would cost slots of a cap that binds, and the longest lead is
+// kept. p.mu must be held.
+func (p *Pacer) fastLocked() bool {
+	iv := p.batch.interval
+	return iv > 0 && 64*iv <= p.cfg.MaxLateness/2
 }
 
 // adaptiveArg tells reserve.lua whether the effective rate applies.
