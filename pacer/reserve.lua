@@ -270,7 +270,7 @@ if stride <= interval and from <= 0 and not gaps then
       return refuse(tat, retry)
     end
     -- Idle, or the moments this caller cannot reach hold skip_min points
-    -- or more: skip to where it can use them (see Lead below).
+    -- or more: skip to where it can use them (see Lead above).
     first = now + lead
   end
   if first > limit then
