@@ -80,6 +80,10 @@
 // sample with the smallest error bound, half its round trip plus drift for
 // its age, as NTP does, so a slow reply cannot shift the slots it carries.
 // A replica whose replies are slow asks for no slot closer than they take.
+// On a schedule so fast that half MaxLateness spans 64 slots or more (no
+// cap in reach), it asks by what most replies took, as a ride does, and
+// the moments its reply cannot reach are skipped rather than waited out
+// when they hold 64 slots or more (reserve.lua, Lead).
 //
 // A request leaves within MaxLateness of its slot, or the slot is
 // forfeited: slots whose reply came too late ("stale"), slots no waiter
