@@ -135,6 +135,29 @@ func TestLeadByTheScheduleRate(t *testing.T) {
 	}
 }
 
+// TakeAhead hands a slot over at most one interval before it, except on a
+// very fast schedule (no cap in reach), where it hands it over as far
+// ahead as asked.
+func TestAheadByTheScheduleRate(t *testing.T) {
+	p, _ := newTimeline(t, Config{Rate: 500, Horizon: 50 * ms}) // lateness bound 2ms by default
+	for _, tc := range []struct {
+		iv, want time.Duration
+	}{
+		{4 * ms, 2 * ms}, // 250/s: the whole 2ms, within an interval
+		{500 * time.Microsecond, 500 * time.Microsecond}, // 2,000/s: one interval
+		{16 * time.Microsecond, 16 * time.Microsecond},   // 62,500/s: one interval
+		{15625 * time.Nanosecond, 2 * ms},                // 64,000/s: fast, the whole 2ms
+		{time.Microsecond, 2 * ms},                       // no cap
+	} {
+		p.mu.Lock()
+		p.batch.interval = tc.iv
+		p.mu.Unlock()
+		if got := p.aheadOf(2 * ms); got != tc.want {
+			t.Errorf("interval %v: ahead %v, want %v", tc.iv, got, tc.want)
+		}
+	}
+}
+
 func setLead(p *Pacer, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -207,14 +207,26 @@ func (p *Pacer) take(ctx context.Context, tenant string, n int, ahead time.Durat
 // aheadOf bounds how far ahead of its slot TakeAhead returns: at most one
 // interval of the schedule, so that a replica near its ceiling (slots
 // microseconds apart) does not hand over many requests to wait at once;
-// where a cap binds, an interval is milliseconds.
+// where a cap binds, an interval is milliseconds. On a very fast schedule
+// (fastLocked: no cap in reach) the whole of ahead: the caller hands over
+// the requests of a batch whose first slot is still to come and goes on to
+// the next claim, whose call for slots then leaves sooner, where bounded
+// by an interval (a microsecond) it waited for each batch's first slot
+// (a third of a replica's slot loop at the uncapped ceiling, in an
+// execution trace). Nine A/B pairs of the ceiling: higher on Redis in all
+// nine, on NATS in seven, late forfeits unchanged (0.12–0.15 per job).
+// Bounded by a quarter of the lateness bound instead, it moved nothing.
 func (p *Pacer) aheadOf(ahead time.Duration) time.Duration {
 	if ahead <= 0 {
 		return 0
 	}
 	p.mu.Lock()
 	iv := p.batch.interval
+	fast := p.fastLocked()
 	p.mu.Unlock()
+	if fast {
+		return ahead
+	}
 	return min(ahead, iv)
 }
 
