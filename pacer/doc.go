@@ -93,11 +93,13 @@
 // their limits) and "idle" (rides, above) are given up too. Stats counts each reason and
 // reports the clock offset and its uncertainty.
 //
-// Take returns when the slot comes. TakeAhead returns a little before it,
-// for a caller that prepares its request meanwhile and calls Hold right
-// before it writes: Hold ends at the slot's moment, sleeping its last
-// 1.2ms on the OS thread (nanosleep, on Linux), because the Go runtime's
-// timers wake up to a millisecond late when the process is idle.
+// Take returns when the slot comes. TakeAhead returns a little before it
+// (at most one interval of the schedule before, or as far ahead as asked
+// on a very fast schedule, as above), for a caller that prepares its
+// request meanwhile and calls Hold right before it writes: Hold ends at
+// the slot's moment, sleeping its last 1.2ms on the OS thread (nanosleep,
+// on Linux), because the Go runtime's timers wake up to a millisecond late
+// when the process is idle.
 //
 // # The guarantee
 //
