@@ -142,7 +142,7 @@ func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, r
 }
 
 // fastLocked reports whether the schedule is so fast that half the
-// lateness bound spans 64 points or more (64,000 slots/s at the default
+// lateness bound spans fastPoints (64) points or more (64,000 slots/s at the default
 // 2ms): a rate far above what the replicas use, as with no cap. Every call
 // then asks by the typical lead, as a ride does, where others ask by the
 // longest. Placed by the longest, every batch of slots came that much
@@ -154,8 +154,14 @@ func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, r
 // kept. p.mu must be held.
 func (p *Pacer) fastLocked() bool {
 	iv := p.batch.interval
-	return iv > 0 && 64*iv <= p.cfg.MaxLateness/2
+	return iv > 0 && fastPoints*iv <= p.cfg.MaxLateness/2
 }
+
+// fastPoints is how many points of the schedule make a span of it cheap:
+// half the lateness bound spanning as many makes a schedule very fast
+// (fastLocked), and reserve.lua's skip_min is the same number for the
+// moments a caller's lead passes.
+const fastPoints = 64
 
 // adaptiveArg tells reserve.lua whether the effective rate applies.
 func adaptiveArg(on bool) string {

@@ -122,7 +122,7 @@
 -- uncapped schedule were refused). Skipped points are never granted, so
 -- the cap is the same; a schedule whose tat is within a lead of now is not
 -- full, so no one waiting is refused for them.
-local skip_min = 64
+local skip_min = 64 -- pacer.fastPoints
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
