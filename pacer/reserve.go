@@ -142,16 +142,16 @@ func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, r
 }
 
 // fastLocked reports whether the schedule is so fast that half the
-// lateness bound spans fastPoints (64) points or more (64,000 slots/s at the default
-// 2ms): a rate far above what the replicas use, as with no cap. Every call
-// then asks by the typical lead, as a ride does, where others ask by the
-// longest. Placed by the longest, every batch of slots came that much
-// after the replica could have used it, and at the uncapped ceiling the
-// replica waited for each; by the typical lead, one reply in a few brings
-// its batch stale, which costs the claim waiting on it one more call and
-// the schedule points nobody would have used. Below that rate a stale
-// batch would cost slots of a cap that binds, and the longest lead is
-// kept. p.mu must be held.
+// lateness bound spans fastPoints (64) points or more (64,000 slots/s at
+// the default 2ms): a rate far above what the replicas use, as with no
+// cap. Every call then asks by the typical lead, as a ride does, where
+// others ask by the longest. Placed by the longest, every batch of slots
+// came that much after the replica could have used it, and at the
+// uncapped ceiling the replica waited for each; by the typical lead, one
+// reply in a few brings its batch stale, which costs the claim waiting on
+// it one more call and the schedule points nobody would have used. Below
+// that rate a stale batch would cost slots of a cap that binds, and the
+// longest lead is kept. p.mu must be held.
 func (p *Pacer) fastLocked() bool {
 	iv := p.batch.interval
 	return iv > 0 && fastPoints*iv <= p.cfg.MaxLateness/2

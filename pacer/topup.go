@@ -3,6 +3,8 @@ package pacer
 import (
 	"context"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/keep"
 )
 
 // topUp is one background refill (afterClaimLocked): the claim's context,
@@ -19,37 +21,18 @@ type topUp struct {
 // the next before it exits.
 const topUpIdle = 250 * time.Millisecond
 
-// startTopUp hands t to the idle top-up goroutine, or starts one. The
-// goroutine outlives its refill: one started per refill grew its stack
+// startTopUp hands t to the idle top-up goroutine, or starts one
+// (keep.Loop), which runs whatever startTopUp hands it until it has waited
+// topUpIdle for nothing or the context of the claim that started it ends.
+// The goroutine outlives its refill: one started per refill grew its stack
 // again through the Redis client each time (a fourteenth of a replica's
 // CPU at the uncapped ceiling, in runtime.newstack), while one kept busy
 // keeps its stack for the next. At most one refill runs at a time
 // (p.refilling), so one goroutine serves them all.
 func (p *Pacer) startTopUp(t topUp) {
-	select {
-	case p.topUps <- t:
-	default:
+	if !keep.Hand(p.topUps, t) {
 		p.topUpLoops.Add(1)
-		go p.topUpLoop(t)
-	}
-}
-
-// topUpLoop runs t, then whatever startTopUp hands it, until it has waited
-// topUpIdle for nothing or the context of the claim that started it ends.
-func (p *Pacer) topUpLoop(t topUp) {
-	done := t.ctx.Done()
-	idle := time.NewTimer(topUpIdle)
-	defer idle.Stop()
-	for {
-		p.runTopUp(t)
-		idle.Reset(topUpIdle)
-		select {
-		case t = <-p.topUps:
-		case <-idle.C:
-			return
-		case <-done:
-			return
-		}
+		go keep.Loop(t, p.topUps, topUpIdle, t.ctx.Done(), p.runTopUp)
 	}
 }
 

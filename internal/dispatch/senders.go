@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/keep"
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -21,37 +22,19 @@ type sendTask struct {
 // request before it exits.
 const senderIdle = 2 * time.Second
 
-// startSend hands t to an idle sender, or starts one. Senders outlive
-// their request: a goroutine started per request grows its stack again
-// through the HTTP client each time (a tenth of a replica's CPU at the
-// ceiling), while a sender keeps its stack for the next. There are never
-// more senders than requests open at the busiest moment of the last
-// senderIdle (at most sink.max_in_flight).
+// startSend hands t to an idle sender, or starts one (keep.Loop), which
+// sends whatever startSend hands it until it has waited senderIdle for
+// nothing or Run has ended. Senders outlive their request: a goroutine
+// started per request grows its stack again through the HTTP client each
+// time (a tenth of a replica's CPU at the ceiling), while a sender keeps
+// its stack for the next. There are never more senders than requests open
+// at the busiest moment of the last senderIdle (at most
+// sink.max_in_flight).
 func (e *Engine) startSend(t sendTask) {
 	e.sends.Add(1)
-	select {
-	case e.senders <- t:
-	default:
+	if !keep.Hand(e.senders, t) {
 		e.started.Add(1)
-		go e.sender(t)
-	}
-}
-
-// sender sends t, then whatever startSend hands it, until it has waited
-// senderIdle for nothing or Run has ended.
-func (e *Engine) sender(t sendTask) {
-	idle := time.NewTimer(senderIdle)
-	defer idle.Stop()
-	for {
-		e.runSend(t)
-		idle.Reset(senderIdle)
-		select {
-		case t = <-e.senders:
-		case <-idle.C:
-			return
-		case <-e.quit:
-			return
-		}
+		go keep.Loop(t, e.senders, senderIdle, e.quit, e.runSend)
 	}
 }
 
