@@ -3,6 +3,8 @@ package redisq
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/queue"
 )
@@ -34,11 +36,22 @@ func (q *Queue) AckBatch(ctx context.Context, ds []queue.Delivery) []error {
 
 // ackLane acks the deliveries ds[idx...] of one lane in one script call.
 func (q *Queue) ackLane(ctx context.Context, lane string, ds []queue.Delivery, idx []int, errs []error) {
-	args := []any{group, q.cfg.Consumer}
+	lo, hi := ds[idx[0]].(*delivery).entry, ds[idx[0]].(*delivery).entry
+	args := make([]any, 5, 5+2*len(idx))
 	for _, i := range idx {
 		d := ds[i].(*delivery)
+		if entryLess(d.entry, lo) {
+			lo = d.entry
+		}
+		if entryLess(hi, d.entry) {
+			hi = d.entry
+		}
 		args = append(args, d.entry, d.deliveries)
 	}
+	// The consumer's other pending entries between lo and hi (held in its
+	// buffer, in flight) come back too: read as many again as the batch,
+	// and more, so that ackbatch.lua seldom looks an entry up alone.
+	args[0], args[1], args[2], args[3], args[4] = group, q.cfg.Consumer, lo, hi, 2*len(idx)+ackPendingSlack
 	v, err := q.scripts.ackBatch.Run(ctx, q.client, []string{q.keys.lane(lane)}, args...).Result()
 	res, ok := v.([]any)
 	if err == nil && (!ok || len(res) != len(idx)) {
@@ -56,6 +69,35 @@ func (q *Queue) ackLane(ctx context.Context, lane string, ds []queue.Delivery, i
 			errs[i] = fmt.Errorf("redisq: ack: %w", queue.ErrSettled)
 		}
 	}
+}
+
+// ackPendingSlack is how many more of the consumer's pending entries than
+// twice the batch ackbatch.lua reads between the batch's lowest and
+// highest entry ids.
+const ackPendingSlack = 64
+
+// entryLess reports whether stream entry id a ("ms-seq") comes before b.
+// An id that does not parse compares as its text does: the order only
+// bounds the range ackbatch.lua reads, and an entry outside it is looked
+// up alone.
+func entryLess(a, b string) bool {
+	am, as, aok := splitEntry(a)
+	bm, bs, bok := splitEntry(b)
+	if !aok || !bok {
+		return a < b
+	}
+	return am < bm || am == bm && as < bs
+}
+
+// splitEntry parses a stream entry id "ms-seq".
+func splitEntry(id string) (ms, seq uint64, ok bool) {
+	msText, seqText, found := strings.Cut(id, "-")
+	if !found {
+		return 0, 0, false
+	}
+	ms, err1 := strconv.ParseUint(msText, 10, 64)
+	seq, err2 := strconv.ParseUint(seqText, 10, 64)
+	return ms, seq, err1 == nil && err2 == nil
 }
 
 // Release implements queue.Releaser: the entry goes back to its lane at

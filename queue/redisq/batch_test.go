@@ -78,6 +78,85 @@ func TestAckBatch(t *testing.T) {
 	}
 }
 
+// AckBatch reads the consumer's pending entries between the batch's lowest
+// and highest ids in one go, and looks an entry up alone when more of the
+// consumer's entries lie between than that read brings: entries far apart
+// among many held ones are acked, and an entry that became another
+// consumer's is not, whether the read was whole or cut.
+func TestAckBatchAmongManyPending(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	q1 := openTest(t, srv, "ackmany", "c1")
+	q2 := openTest(t, srv, "ackmany", "c2")
+	ctx := context.Background()
+	const n = 200 // more than any batch's read between its ends (2×4+64)
+	jobs := make([]*queue.Job, n)
+	for i := range jobs {
+		jobs[i] = &queue.Job{Payload: json.RawMessage(`1`)}
+	}
+	if _, err := q1.Enqueue(ctx, jobs...); err != nil {
+		t.Fatal(err)
+	}
+	ds := fetchN(t, q1, "default", n)
+	// Two of c1's deliveries go back and become c2's.
+	for _, i := range []int{2, 100} {
+		if err := ds[i].(queue.Releaser).Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken := fetchN(t, q2, "default", 2)
+
+	check := func(batch []int, settled map[int]bool) {
+		t.Helper()
+		b := make([]queue.Delivery, len(batch))
+		for k, i := range batch {
+			b[k] = ds[i]
+		}
+		for k, err := range q1.AckBatch(ctx, b) {
+			switch i := batch[k]; {
+			case settled[i] && !errors.Is(err, queue.ErrSettled):
+				t.Errorf("delivery %d, now c2's: %v, want ErrSettled", i, err)
+			case !settled[i] && err != nil:
+				t.Errorf("delivery %d: %v, want acked", i, err)
+			}
+		}
+	}
+	// Cut: 199 of c1's entries lie from ds[0] to ds[199].
+	check([]int{199, 0, 100, 150}, map[int]bool{100: true})
+	// Whole: ds[1] to ds[3] holds two of c1's entries.
+	check([]int{1, 2, 3}, map[int]bool{2: true})
+
+	st, err := q1.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.Lanes[1].InFlight, int64(n-5); got != want {
+		t.Errorf("in flight after the batches: %d, want %d (c1's %d left and c2's 2)", got, want, n-7)
+	}
+	for _, d := range taken {
+		if err := d.Ack(ctx); err != nil {
+			t.Errorf("c2's ack of a job c1 released: %v", err)
+		}
+	}
+}
+
+// Entry ids order by their numbers, not their text.
+func TestEntryLess(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"9-5", "10-0", true},
+		{"10-2", "10-10", true},
+		{"10-10", "10-2", false},
+		{"10-2", "10-2", false},
+		{"x", "y", true}, // not ids: by their text
+	} {
+		if got := entryLess(c.a, c.b); got != c.want {
+			t.Errorf("entryLess(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
 // A released job is fetched again at once by another consumer, with the
 // same attempt number.
 func TestRelease(t *testing.T) {

@@ -116,3 +116,67 @@ func BenchmarkFetchAck(b *testing.B) {
 		b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
 	})
 }
+
+// BenchmarkAckBatch acks a batch of 32 deliveries in one AckBatch while the
+// consumer holds 64 more of the lane's entries, as a replica at the ceiling
+// does (its buffer and its requests in flight): Redis's time per job
+// acked (redis-µs/job, from INFO commandstats) is the figure. One op is one
+// batch; the jobs are enqueued and fetched outside the timer.
+func BenchmarkAckBatch(b *testing.B) {
+	const batch, held = 32, 64
+	q, rdb := benchQueue(b)
+	ctx := context.Background()
+	var ds []queue.Delivery
+	refill := func() {
+		for len(ds) < batch+held {
+			if _, err := q.Enqueue(ctx, newJobs(batch, false)...); err != nil {
+				b.Fatalf("Enqueue: %v", err)
+			}
+			got, err := q.Fetch(ctx, "only", batch)
+			if err != nil {
+				b.Fatalf("Fetch: %v", err)
+			}
+			ds = append(ds, got...)
+		}
+	}
+	refill()
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	var micros float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		// Every other delivery of the oldest 64: the batch's range holds
+		// as many of the consumer's entries not in it.
+		var acks, keep []queue.Delivery
+		for i, d := range ds {
+			if i < 2*batch && i%2 == 0 {
+				acks = append(acks, d)
+			} else {
+				keep = append(keep, d)
+			}
+		}
+		for _, err := range q.(queue.BatchAcker).AckBatch(ctx, acks) {
+			if err != nil {
+				b.Fatalf("AckBatch: %v", err)
+			}
+		}
+		ds = keep
+		b.StopTimer()
+		st, err := testredis.CommandStats(ctx, rdb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		micros += st["evalsha"].Usec // the script's commands run inside it
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		refill()
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(micros/float64(b.N*batch), "redis-µs/job")
+}
