@@ -171,6 +171,8 @@ func printPerf(w io.Writer, f map[string]*perfFigures) {
 	row("  measured jobs whose slot came with their fetch (rides)", "–", fmt.Sprintf("%.0f%%", 100*r.rode), "– (no Redis read to ride)", "–", "", "")
 	hop := func(f *perfFigures) string { return ms(f.hop[0]) + " / " + ms(f.hop[1]) }
 	row("  of which the queue: enqueue → waiting fetch, p50 / p99", hop(b), hop(r), hop(n), "–", "", "")
+	row("  Redis's own time per call at 200/s, p50 (SLOWLOG)", b.calls.text("rpush", "blpop"),
+		r.calls.text("xadd", "xreadgroup", "reserve.lua", "ackbatch.lua"), n.calls.text("reserve.lua"), "–", "", "")
 	row("pacer Redis calls per job, 5,000/s offered", "–", fmt.Sprintf("%.3f", r.load.pacerCalls), fmt.Sprintf("%.3f", n.load.pacerCalls),
 		"≤0.1", met(r.load.pacerCalls <= 0.1), met(n.load.pacerCalls <= 0.1))
 	row("Redis commands / reads per job, 5,000/s", "1 / 1 (BLPOP)", fmt.Sprintf("%.2f / %.2f", r.load.redisCmds, r.load.redisReads),

@@ -36,7 +36,7 @@ func TestBenchTablePerf(t *testing.T) {
 	for _, b := range []string{"baseline", "redis", "nats"} {
 		f := &perfFigures{}
 		runtime.GC()
-		f.latency, f.rode = perfLatency(t, b)
+		f.latency, f.rode, f.calls = perfLatency(t, b)
 		f.hop = perfHop(t, b)
 		runtime.GC()
 		f.ceilingFigures = perfCeiling(t, b)
@@ -55,6 +55,7 @@ type perfFigures struct {
 	ceilingFigures
 	latency [3]time.Duration
 	rode    float64          // share of the measured latency jobs whose slot rode on their fetch (pacer.Ride)
+	calls   callTimes        // Redis's own time per call at 200/s, after the latency row
 	hop     [2]time.Duration // the queue's part of the latency: p50, p99
 	load    loadFigures
 	grants  float64 // pacer grants/s, 4 × 8 callers
@@ -198,7 +199,7 @@ func (c *perfCluster) run(t *testing.T) {
 // whose slot came with their fetch (rides that carried a job:
 // sluice_pacer_rides_total less the idle forfeits, counted from the end
 // of the warm-up; 0 for the baseline).
-func perfLatency(t *testing.T, backend string) (l [3]time.Duration, rode float64) {
+func perfLatency(t *testing.T, backend string) (l [3]time.Duration, rode float64, calls callTimes) {
 	const offered, warmup, jobs = 200, 100, 1000
 	t.Run("latency-"+backend, func(t *testing.T) {
 		c := newPerfCluster(t, backend, 500)
@@ -240,8 +241,9 @@ func perfLatency(t *testing.T, backend string) (l [3]time.Duration, rode float64
 		slices.Sort(waits)
 		l = [3]time.Duration{mockprovider.Percentile(waits, 50), mockprovider.Percentile(waits, 99), waits[len(waits)-1]}
 		rode = (carried() - warm) / jobs
+		calls = perfCallTimes(t, c)
 	})
-	return l, rode
+	return l, rode, calls
 }
 
 // perfCeiling drains a 30,000-job backlog with no cap and returns jobs/s,
