@@ -36,8 +36,13 @@ func (q *Queue) AckBatch(ctx context.Context, ds []queue.Delivery) []error {
 
 // ackLane acks the deliveries ds[idx...] of one lane in one script call.
 func (q *Queue) ackLane(ctx context.Context, lane string, ds []queue.Delivery, idx []int, errs []error) {
+	// The consumer's other pending entries between the batch's lowest and
+	// highest ids (held in its buffer, in flight) come back too: read as
+	// many again as the batch, and more, so that ackbatch.lua seldom looks
+	// an entry up alone.
+	args := make([]any, 0, 5+2*len(idx))
+	args = append(args, group, q.cfg.Consumer, nil, nil, 2*len(idx)+ackPendingSlack)
 	lo, hi := ds[idx[0]].(*delivery).entry, ds[idx[0]].(*delivery).entry
-	args := make([]any, 5, 5+2*len(idx))
 	for _, i := range idx {
 		d := ds[i].(*delivery)
 		if entryLess(d.entry, lo) {
@@ -48,10 +53,7 @@ func (q *Queue) ackLane(ctx context.Context, lane string, ds []queue.Delivery, i
 		}
 		args = append(args, d.entry, d.deliveries)
 	}
-	// The consumer's other pending entries between lo and hi (held in its
-	// buffer, in flight) come back too: read as many again as the batch,
-	// and more, so that ackbatch.lua seldom looks an entry up alone.
-	args[0], args[1], args[2], args[3], args[4] = group, q.cfg.Consumer, lo, hi, 2*len(idx)+ackPendingSlack
+	args[2], args[3] = lo, hi
 	v, err := q.scripts.ackBatch.Run(ctx, q.client, []string{q.keys.lane(lane)}, args...).Result()
 	res, ok := v.([]any)
 	if err == nil && (!ok || len(res) != len(idx)) {

@@ -169,9 +169,6 @@ func BenchmarkAckBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 		micros += st["evalsha"].Usec // the script's commands run inside it
-		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-			b.Fatal(err)
-		}
 		refill()
 		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 			b.Fatal(err)
