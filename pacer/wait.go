@@ -16,7 +16,9 @@ const spinBelow = 50 * time.Microsecond
 // to a millisecond late on Linux whenever the process is idle, because the
 // runtime's poller waits in whole milliseconds: measured on a 2-core
 // machine, a 300µs sleep ends 0.78ms late and a 2.3ms one 0.87ms late at
-// the median, where a nanosleep ends 0.07–0.12ms late. The span covers
+// the median, where a nanosleep ends 0.07–0.12ms late, and 0.045ms late
+// with the thread's timer slack at its least (threadSleep sets it; go test
+// -run '^$' -bench ThreadSleep ./pacer/ prints both). The span covers
 // that millisecond, so a runtime timer armed for all but the span ends
 // before the slot.
 const preciseSpan = 1200 * time.Microsecond
