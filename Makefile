@@ -12,8 +12,14 @@ PKGS := ./...
 ## e2e runs without the race detector: its test binary is also the recording provider, and a
 ## race-instrumented provider stamps arrivals milliseconds late (the dispatchers it judges are plain
 ## binaries either way).
+## The test binaries are built first on every core (-exec true runs none of them): -p 1 also builds
+## one package at a time, which on a clean 2-core machine took 313 s where this takes 192 (and 180
+## against 133 for e2e's).
+UNIT_PKGS = $$($(GO) list ./... | grep -v /e2e$$)
 test: tidy-check
-	$(GO) test -race -p 1 -count=1 -timeout 15m $$($(GO) list ./... | grep -v /e2e$$)
+	$(GO) test -race -count=1 -exec true $(UNIT_PKGS) > /dev/null
+	$(GO) test -race -p 1 -count=1 -timeout 15m $(UNIT_PKGS)
+	$(GO) test -count=1 -exec true ./e2e/ > /dev/null
 	$(GO) test -p 1 -count=1 -timeout 15m ./e2e/
 	cd deploy && $(GO) test -race -count=1 -timeout 15m $(PKGS)
 
