@@ -2,11 +2,7 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -69,21 +65,7 @@ func perfCallTimes(t *testing.T, c *perfCluster) callTimes {
 // p50 duration.
 func callTimesOf(t *testing.T, logs []redis.SlowLog) callTimes {
 	t.Helper()
-	scripts := map[string]string{}
-	for _, dir := range []string{"../pacer", "../queue/redisq"} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.lua"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum := sha1.Sum(b)
-			scripts[hex.EncodeToString(sum[:])] = filepath.Base(f)
-		}
-	}
+	scripts := scriptSHAs(t, "pacer", "queue/redisq")
 	by := map[string][]time.Duration{}
 	for _, l := range logs {
 		if len(l.Args) == 0 {

@@ -128,7 +128,7 @@ var monitorLine = regexp.MustCompile(`^\+[0-9.]+ \[\d+ ([^\]]+)\] "([^"]*)"(?: "
 // monitor starts counting addr's commands until stop is called.
 func monitor(t *testing.T, addr string) *commandCounts {
 	t.Helper()
-	shas := pacerScriptSHAs(t)
+	shas := scriptSHAs(t, "pacer")
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatalf("perf: monitor: %v", err)
@@ -147,7 +147,7 @@ func monitor(t *testing.T, addr string) *commandCounts {
 				continue
 			}
 			c.total.Add(1)
-			if cmd := strings.ToLower(m[2]); (cmd == "evalsha" || cmd == "evalsha_ro") && shas[m[3]] {
+			if cmd := strings.ToLower(m[2]); (cmd == "evalsha" || cmd == "evalsha_ro") && shas[m[3]] != "" {
 				c.pacer.Add(1)
 			}
 		}
@@ -158,22 +158,24 @@ func monitor(t *testing.T, addr string) *commandCounts {
 	return c
 }
 
-// pacerScriptSHAs are the SHA1s of the pacer's Lua scripts, as EVALSHA
-// names them.
-func pacerScriptSHAs(t *testing.T) map[string]bool {
+// scriptSHAs names the Lua scripts of each of dirs (relative to the
+// repository's root) by their SHA1, as EVALSHA names them: SHA1 → file name.
+func scriptSHAs(t *testing.T, dirs ...string) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "pacer", "*.lua"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("perf: pacer scripts: %v (%d found)", err, len(files))
-	}
-	shas := map[string]bool{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	shas := map[string]string{}
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join("..", dir, "*.lua"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("perf: scripts of %s: %v (%d found)", dir, err, len(files))
 		}
-		h := sha1.Sum(b)
-		shas[hex.EncodeToString(h[:])] = true
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha1.Sum(b)
+			shas[hex.EncodeToString(h[:])] = filepath.Base(f)
+		}
 	}
 	return shas
 }

@@ -42,7 +42,8 @@ func (q *Queue) ackLane(ctx context.Context, lane string, ds []queue.Delivery, i
 	// an entry up alone.
 	args := make([]any, 0, 5+2*len(idx))
 	args = append(args, group, q.cfg.Consumer, nil, nil, 2*len(idx)+ackPendingSlack)
-	lo, hi := ds[idx[0]].(*delivery).entry, ds[idx[0]].(*delivery).entry
+	first := ds[idx[0]].(*delivery).entry
+	lo, hi := first, first
 	for _, i := range idx {
 		d := ds[i].(*delivery)
 		if entryLess(d.entry, lo) {
