@@ -39,6 +39,7 @@ type Pacer struct {
 	cfg     Config
 	key     string
 	gapsKey string
+	rideKey string
 
 	mu        sync.Mutex
 	buf       []slot        // granted, unclaimed slots in local-time order
@@ -76,6 +77,8 @@ type Pacer struct {
 	unclaimed, stale, late          atomic.Int64
 	ineligible                      atomic.Int64 // slots no job was allowed to take (tenants.go)
 	rides, idle                     atomic.Int64 // rides granted a slot, and slots of rides that brought no job (ride.go)
+	rideID                          uint64       // names this replica's rides in their locks (rideToken)
+	rideN                           atomic.Int64 // counts them
 	// topUpLoops and topUpRuns count the top-up goroutines started and
 	// the top-ups they ran (topup.go), for tests.
 	topUpLoops, topUpRuns atomic.Int64
@@ -105,8 +108,8 @@ func New(rdb redis.Scripter, cfg Config) (*Pacer, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
-	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap(), epoch: cfg.Clock.Now(),
-		topUps: make(chan topUp)}
+	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), rideKey: rideKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap(), epoch: cfg.Clock.Now(),
+		topUps: make(chan topUp), rideID: rand.Uint64()}
 	p.sharers.Store(1)
 	return p, nil
 }
@@ -442,7 +445,7 @@ func (p *Pacer) refill(ctx context.Context, want int, stride time.Duration) erro
 		}
 		return nil
 	}
-	p.addSlots(r, stride > 0)
+	p.addSlots(r, stride > 0, false)
 	return nil
 }
 
@@ -467,7 +470,12 @@ func (p *Pacer) spread(r Reservation) time.Duration {
 // one interval apart may fall between slots held from a grant with a
 // stride); strided says the grant was asked with a stride. A slot already
 // past its lateness bound when the reply arrived is forfeited as stale.
-func (p *Pacer) addSlots(r Reservation, strided bool) {
+// The slots raise the hint (raiseHintLocked) unless ride says they came
+// by a ride, which reserve.lua did not run: the ride lock keeps the
+// schedule past a ride's slot, and a hint from one would look to
+// reserve.lua like a slot of a call it never saw (a rollback) once the
+// schedule had been idle for a horizon.
+func (p *Pacer) addSlots(r Reservation, strided, ride bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if strided && r.Granted > 0 {
@@ -479,7 +487,9 @@ func (p *Pacer) addSlots(r Reservation, strided bool) {
 	p.batch.noteInterval(r.Interval)
 	for i := range r.Granted {
 		st := r.Slot(i)
-		p.raiseHintLocked(st)
+		if !ride {
+			p.raiseHintLocked(st)
+		}
 		local := p.clock.local(st)
 		s := slot{local: local.Add(m), deadline: local.Add(p.cfg.MaxLateness - m), stamp: st, tenant: r.tenant(i)}
 		if now.After(s.deadline) {

@@ -84,7 +84,7 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 		return Reservation{}, fmt.Errorf("pacer: reserve: n must be at least 1, got %d", n)
 	}
 	p.mu.Lock()
-	keys, args := p.reserveArgsLocked(n, stride, from, false)
+	keys, args := p.reserveArgsLocked(n, stride, from)
 	p.mu.Unlock()
 	tkeys, targs, tnames := p.tenantArgs()
 	keys, args = append(keys, tkeys...), append(args, targs...)
@@ -108,6 +108,7 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 	p.lapsed += r.Lapsed
 	p.clock.add(sent, recv, r.Now)
 	p.deg.noteReplyLocked(r, recv, p.clock, p.cfg.Horizon)
+	p.batch.noteInterval(r.Interval) // every reply says it; a ride needs it (rideCallLocked)
 	p.mu.Unlock()
 	p.granted.Add(int64(r.Granted))
 	return r, nil
@@ -115,12 +116,11 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 
 // reserveArgsLocked returns reserve.lua's keys and arguments for a call
 // asking for n slots at least stride apart, none before from (Redis clock;
-// zero: none), as a ride or not, before the tenants' (tenantArgs). p.mu
-// must be held.
-func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, ride bool) (keys []string, args []any) {
+// zero: none), before the tenants' (tenantArgs). p.mu must be held.
+func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time) (keys []string, args []any) {
 	lead := p.clock.lead()
-	if ride || p.fastLocked() {
-		lead = p.clock.typicalLead() // see Ride, and fastLocked
+	if p.fastLocked() {
+		lead = p.clock.typicalLead()
 	}
 	lead = max(0, lead-p.cfg.MaxLateness/2)
 	var hint, fromUs int64
@@ -130,14 +130,10 @@ func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, r
 	if !from.IsZero() {
 		fromUs = from.UnixMicro()
 	}
-	rideArg := "0"
-	if ride {
-		rideArg = "1"
-	}
-	keys = []string{p.key, p.gapsKey}
+	keys = []string{p.key, p.gapsKey, p.rideKey}
 	args = []any{p.cfg.Rate, p.cfg.Burst, n, p.cfg.Horizon.Microseconds(), pausePoll.Microseconds(),
 		max(p.cfg.Headroom, 0), lead.Microseconds(), hint, adaptiveArg(p.cfg.Adaptive.Enabled),
-		stride.Microseconds(), p.seq, fromUs, rideArg}
+		stride.Microseconds(), p.seq, fromUs, "", 0}
 	return keys, args
 }
 
@@ -236,7 +232,7 @@ func parseStamps(s string, granted int) ([]time.Time, error) {
 // Stats are this replica's counters since New, and its view of the Redis
 // clock.
 type Stats struct {
-	Calls    int64         // Redis calls made to reserve slots
+	Calls    int64         // Redis calls made to reserve slots (a ride and its settle count two)
 	Granted  int64         // slots granted to this replica
 	Used     int64         // slots spent by waiters
 	Expired  int64         // granted slots dropped unclaimed (Forfeited["unclaimed"])
