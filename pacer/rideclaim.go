@@ -26,11 +26,13 @@ type rideCall struct {
 	hint     time.Time     // the latest slot this replica holds (zero: none)
 	seq      int64         // the highest seq this replica has seen
 	// ttl is the ride lock's time to live, whole milliseconds: at least
-	// lead + one interval + 1ms, so that the lock outlives the slot by an
-	// interval whatever the millisecond its expiry is counted from.
+	// lead + one interval + rideSlack + 1ms, so that the lock outlives the
+	// slot by an interval whatever the millisecond its expiry is counted
+	// from.
 	ttl time.Duration
 	// off is what the lock's expiry less makes a time after the slot:
-	// ttl − 1ms − lead (the lock's value carries it for reserve.lua).
+	// ttl − 1ms − lead − rideSlack (the lock's value carries it for
+	// reserve.lua).
 	off time.Duration
 	// token names the ride in its lock, for its settle.
 	token string
@@ -40,14 +42,20 @@ type rideCall struct {
 // must be held.
 func (p *Pacer) rideCallLocked() rideCall {
 	lead := max(0, p.clock.typicalLead()-p.cfg.MaxLateness/2)
-	ttl := (lead+p.batch.interval+time.Millisecond-1)/time.Millisecond*time.Millisecond + time.Millisecond
+	ttl := (lead+p.batch.interval+rideSlack+time.Millisecond-1)/time.Millisecond*time.Millisecond + time.Millisecond
 	return rideCall{
 		rate: p.cfg.Rate, burst: p.cfg.Burst, headroom: max(p.cfg.Headroom, 0), horizon: p.cfg.Horizon,
 		adaptive: p.cfg.Adaptive.Enabled, lead: lead, hint: p.hint, seq: p.seq,
-		ttl: ttl, off: ttl - time.Millisecond - lead,
+		ttl: ttl, off: ttl - time.Millisecond - lead - rideSlack,
 		token: p.rideToken(),
 	}
 }
+
+// rideSlack is how much longer than its bound a ride lock lives: the
+// lock's expiry may be counted from a moment of the MULTI a little before
+// its TIME (a Redis that takes one time for a whole transaction), and the
+// slot is placed from TIME.
+const rideSlack = 100 * time.Microsecond
 
 // send queues the ride's MULTI in pipe: TIME first (so that the slot,
 // placed from it, is no later than the lock's start), the lock (SET NX
