@@ -14,14 +14,16 @@ import (
 // its job instead of one round trip after it. The read may as well end
 // with no job, so a ride takes only a moment nobody else wants: only while
 // the schedule is idle (no slot of it held after now), by reserve.lua's
-// rules, and otherwise it takes nothing and writes nothing but a lock
-// that lapses within milliseconds.
+// rules, and otherwise it takes nothing and writes nothing to the
+// schedule.
 //
 // A ride runs no script (see rideclaim.go): the job's reply waits for
 // what Redis runs behind the read, and on an idle host any script costs
 // Redis tens of microseconds where a few plain commands cost a few. It
 // sends, in one MULTI, TIME, SET of the ride lock NX with a time to live,
-// and HMGET of the schedule's hash, and decides itself. reserve.lua honors
+// and HMGET of the schedule's hash, and decides itself. A reserve.lua call
+// off the job's path then settles it (settleRide): the slot goes into the
+// schedule and the lock goes. Until then every reserve.lua call honors
 // the lock: no slot within an interval after the ride's.
 //
 // A ride's reply is no clock sample (when Redis ran it within the round
