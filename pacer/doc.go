@@ -60,8 +60,8 @@
 // only after it has run them, so a ride runs no script (any script costs
 // Redis tens of microseconds on an idle host; rideclaim.go): in one MULTI
 // it reads Redis's TIME and the schedule's hash and sets a ride lock (SET
-// NX with a time to live), and takes the moment itself by reserve.lua's
-// rules. The read may also end empty, so a ride takes a moment only while
+// NX with a time to live, whose expiry PEXPIRETIME reads back: Redis 7.0
+// or later), and takes the moment itself by reserve.lua's rules. The read may also end empty, so a ride takes a moment only while
 // the schedule is idle (no slot of it held after now) and the lock was
 // free: a ride never takes a slot another replica was waiting for, and
 // two rides never take moments within an interval of each other. Off the

@@ -110,19 +110,21 @@
 -- read only after it has run what follows it, and any script costs Redis
 -- tens of microseconds on an idle host where a few plain commands cost a
 -- few. In one MULTI it sends TIME, SET of KEYS[3] NX with a time to live
--- (its value "r:", an offset in microseconds, ":" and a token), and HMGET
--- of this hash, and takes the moment itself when the lock was free and
--- the hash shows an idle schedule by the rules here (tat, past the burst's
--- floor, the clock's going back and its hint, not ahead of now; not
--- paused; no rollback), at now plus its lead. Its slot is before the
--- lock's expiry less the offset, and the lock lives at least one interval
--- past the slot, so no other ride takes a moment within an interval of
--- it. Then it settles the ride with a call of this script, off the job's
--- path (ARGV[13] its token, ARGV[14] its slot or 0): tat moves an interval
--- past the slot, seq counts it, and the lock goes. Any call that finds
--- another ride's lock (its settle not come yet, or never coming) moves
--- tat an interval past the latest moment that ride's slot can be, and
--- drops the lock; from then on rides read tat from here.
+-- (its value "r:", an offset in microseconds, ":" and a token), HMGET of
+-- this hash and PEXPIRETIME of the lock, and takes the moment itself when
+-- the lock was free and the hash shows an idle schedule by the rules here
+-- (tat, past the burst's floor, the clock's going back and its hint, not
+-- ahead of now; not paused; no rollback), at now plus its lead, and only
+-- when that is before the lock's expiry less the offset. The lock lives
+-- at least one interval past the slot, so no other ride takes a moment
+-- within an interval of it. Then it settles the ride with a call of this
+-- script, off the job's path (ARGV[13] its token, ARGV[14] its slot or
+-- 0): tat moves an interval past the slot, seq counts it, and the lock
+-- goes. Any call that finds another ride's lock (its settle not come yet,
+-- or never coming) moves tat an interval past the latest moment that
+-- ride's slot can be, and drops the lock; from then on rides read tat from
+-- here. The lock is read before TIME, so that now plus what is left of it
+-- is never before its expiry.
 
 -- Lead. A caller asks for no slot before now + lead, the time its reply
 -- takes to reach it. When the schedule is idle, the moments before that are
@@ -140,6 +142,11 @@
 -- full, so no one waiting is refused for them.
 local skip_min = 64 -- pacer.fastPoints
 
+-- A ride's lock (see Rides above), read before TIME: its time to live is
+-- counted from a moment no later than now, so that now plus what is left
+-- of it is never before the lock's expiry, whatever Redis did between.
+local ride_lock = redis.call('GET', KEYS[3])
+local ride_left = ride_lock and redis.call('PTTL', KEYS[3]) or -2
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local rate = tonumber(ARGV[1])
@@ -227,11 +234,10 @@ else
     tat = rslot + interval
     gaps = false
   end
-  local rv = redis.call('GET', KEYS[3])
-  if rv then
-    local off, owner = string.match(rv, '^r:([%d%.]+):(.*)$')
+  if ride_lock then
+    local off, owner = string.match(ride_lock, '^r:([%d%.]+):(.*)$')
     if owner ~= token then
-      local left = redis.call('PTTL', KEYS[3])
+      local left = ride_left
       off = tonumber(off)
       if left > 0 and off then
         local b = now + left * 1000 - off + interval

@@ -57,15 +57,18 @@ func (p *Pacer) rideCallLocked() rideCall {
 // slot is placed from TIME.
 const rideSlack = 100 * time.Microsecond
 
-// send queues the ride's MULTI in pipe: TIME first (so that the slot,
-// placed from it, is no later than the lock's start), the lock (SET NX
-// with ttl, its value "r:" and off in microseconds), and the schedule's
-// hash. It returns the EXEC's command.
+// send queues the ride's MULTI in pipe: TIME first (the slot is placed
+// from it), the lock (SET NX with ttl, its value "r:", off in
+// microseconds, ":" and the token), the schedule's hash, and the lock's
+// expiry as Redis counted it (PEXPIRETIME, Redis 7.0 and later: a Redis
+// may count it from the transaction's start, before its TIME). It returns
+// the EXEC's command.
 func (c rideCall) send(ctx context.Context, pipe redis.Pipeliner, key, lockKey string) *redis.Cmd {
 	pipe.Do(ctx, "multi")
 	pipe.Do(ctx, "time")
 	pipe.Do(ctx, "set", lockKey, "r:"+strconv.FormatInt(c.off.Microseconds(), 10)+":"+c.token, "nx", "px", c.ttl.Milliseconds())
 	pipe.Do(ctx, append([]any{"hmget", key}, rideFields...)...)
+	pipe.Do(ctx, "pexpiretime", lockKey)
 	return pipe.Do(ctx, "exec")
 }
 
@@ -80,8 +83,8 @@ func (c rideCall) send(ctx context.Context, pipe redis.Pipeliner, key, lockKey s
 // either way.
 func (c rideCall) decide(v any) (res Reservation, took, locked bool, err error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 3 {
-		return Reservation{}, false, false, fmt.Errorf("%w: ride: want 3 replies, got %T %v", ErrBadReply, v, v)
+	if !ok || len(arr) != 4 {
+		return Reservation{}, false, false, fmt.Errorf("%w: ride: want 4 replies, got %T %v", ErrBadReply, v, v)
 	}
 	nowUs, err := timeReply(arr[0])
 	if err != nil {
@@ -141,10 +144,13 @@ func (c rideCall) decide(v any) (res Reservation, took, locked bool, err error) 
 		}
 	}
 	first := now + float64(c.lead.Microseconds())
-	if tat > now || first > now+horizon || float64(c.off.Microseconds()) < interval {
+	expiry, ok := arr[3].(int64) // milliseconds; an error before Redis 7.0
+	if tat > now || first > now+horizon || float64(c.off.Microseconds()) < interval ||
+		!ok || first > float64(expiry*1000-c.off.Microseconds()) {
 		// Held, or the lock too short for the schedule's interval (an
-		// operator slowed it since this replica last heard): take
-		// nothing.
+		// operator slowed it since this replica last heard) or for the
+		// slot (Redis counted its expiry from well before TIME), or its
+		// expiry unknown: take nothing.
 		return res, false, true, nil
 	}
 	res.Granted, res.First = 1, usTime(first)

@@ -2,6 +2,7 @@ package pacer
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -259,4 +260,34 @@ func TestRidesNeverCloserThanAnInterval(t *testing.T) {
 		}
 	}
 	t.Logf("%d slots over %s, %d of them rides (%d settled late, %d never)", len(all), at, rides, late, never)
+}
+
+// A ride takes its moment only when its lock, as Redis counted its
+// expiry, outlives its slot by an interval: a Redis that counted the
+// expiry from well before the transaction's TIME (it was stalled between)
+// makes the ride take nothing; so does a Redis without PEXPIRETIME.
+func TestRideNeedsItsLockToCoverTheSlot(t *testing.T) {
+	c := rideCall{rate: 1000, burst: 1, horizon: 20 * ms, lead: 300 * time.Microsecond,
+		ttl: 3 * ms, off: 3*ms - ms - 300*time.Microsecond - rideSlack, token: "t"}
+	const now = int64(1_795_000_000_000_000) // microseconds
+	reply := func(expiry any) []any {
+		return []any{
+			[]any{strconv.FormatInt(now/1000000, 10), strconv.FormatInt(now%1000000, 10)},
+			"OK",
+			[]any{"1", "1", nil, nil, nil, nil, nil, "5"},
+			expiry,
+		}
+	}
+	// Counted from the millisecond of TIME: the slot (now + 0.3ms) is
+	// before the expiry (now + 3ms) less off (1.6ms).
+	if _, took, locked, err := c.decide(reply(now/1000 + 3)); err != nil || !took || !locked {
+		t.Fatalf("lock counted from TIME's millisecond: took %v, locked %v, %v; want the moment", took, locked, err)
+	}
+	// Counted from 2ms before TIME: the expiry less off is before the slot.
+	if _, took, locked, err := c.decide(reply(now/1000 + 1)); err != nil || took || !locked {
+		t.Fatalf("lock counted from 2ms before TIME: took %v, locked %v, %v; want nothing taken, the lock to settle", took, locked, err)
+	}
+	if _, took, locked, err := c.decide(reply(errors.New("ERR unknown command 'pexpiretime'"))); err != nil || took || !locked {
+		t.Fatalf("no PEXPIRETIME: took %v, locked %v, %v; want nothing taken, the lock to settle", took, locked, err)
+	}
 }

@@ -22,7 +22,7 @@ import (
 // path. Behind the read: nothing; reserve.lua asking for one slot (what a
 // ride sent before rides ran no script); a script that only returns TIME;
 // and a ride as it is sent now (rideCall: MULTI, TIME, SET NX PX, HMGET
-// of the pacer hash, EXEC). Each iteration is one job (go test -run '^$'
+// of the pacer hash, PEXPIRETIME, EXEC). Each iteration is one job (go test -run '^$'
 // -bench RideBehindRead -benchtime 600x ./pacer/).
 func BenchmarkRideBehindRead(b *testing.B) {
 	srv := testredis.Start(b, testredis.Options{})
