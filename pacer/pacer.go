@@ -78,6 +78,7 @@ type Pacer struct {
 	ineligible                      atomic.Int64 // slots no job was allowed to take (tenants.go)
 	rides, idle                     atomic.Int64 // rides granted a slot, and slots of rides that brought no job (ride.go)
 	rideID                          uint64       // names this replica's rides in their locks (rideToken)
+	heldUntil                       time.Time    // a refused ride found the schedule held until then (local clock; ride.go)
 	rideN                           atomic.Int64 // counts them
 	// topUpLoops and topUpRuns count the top-up goroutines started and
 	// the top-ups they ran (topup.go), for tests.

@@ -43,7 +43,8 @@ type Ride struct {
 }
 
 // Ride returns a ride to send behind a blocking read, or nil when the
-// replica should not ride now: it holds slots, or is asking for more than
+// replica should not ride now: it holds slots, its last ride found the
+// schedule held by others until a moment still to come, or is asking for more than
 // the claim waiting on that call needs (see ridesBesideRefillLocked), its
 // clock map is unsettled or too uncertain to place a slot, it stands
 // aside, paces locally while Redis is away, or pacer.tenants is on (a
@@ -55,7 +56,8 @@ func (p *Pacer) Ride() *Ride {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Clock.Now()
-	if len(p.buf) > 0 || p.batch.interval <= 0 || (p.refilling != nil && !p.ridesBesideRefillLocked(now)) || p.deg.on ||
+	if len(p.buf) > 0 || p.batch.interval <= 0 || now.Before(p.heldUntil) ||
+		(p.refilling != nil && !p.ridesBesideRefillLocked(now)) || p.deg.on ||
 		p.clock.n < asideSamples || p.uncertainLocked(now) || p.asideLocked(now) != nil {
 		return nil
 	}
@@ -128,6 +130,11 @@ func (r *Ride) Landed(jobs int) {
 	p.clock.addLead(recv, res.Now)
 	if took {
 		p.deg.noteReplyLocked(res, recv, p.clock, p.cfg.Horizon)
+	} else if res.First.After(res.Now) {
+		// Held by others until then: a ride before it would only be
+		// refused again, and cost Redis its lock and settle (every read
+		// of a lane without jobs ends in one while a backlog drains).
+		p.heldUntil = p.clock.local(res.First)
 	}
 	p.mu.Unlock()
 	if !took {

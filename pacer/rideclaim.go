@@ -80,7 +80,7 @@ func (c rideCall) send(ctx context.Context, pipe redis.Pipeliner, key, lockKey s
 // applies them, is not after now. The slot is at now + lead. It returns
 // whether the ride took a slot and whether its lock was set (the ride is
 // then to be settled, slot or not); the reservation's Now and Seq are set
-// either way.
+// either way, and its First, when the schedule was held, to tat.
 func (c rideCall) decide(v any) (res Reservation, took, locked bool, err error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 4 {
@@ -143,14 +143,18 @@ func (c rideCall) decide(v any) (res Reservation, took, locked bool, err error) 
 			tat = max(tat, hint+interval)
 		}
 	}
+	if tat > now {
+		res.First = usTime(tat) // held until then
+		return res, false, true, nil
+	}
 	first := now + float64(c.lead.Microseconds())
 	expiry, ok := arr[3].(int64) // milliseconds; an error before Redis 7.0
-	if tat > now || first > now+horizon || float64(c.off.Microseconds()) < interval ||
+	if first > now+horizon || float64(c.off.Microseconds()) < interval ||
 		!ok || first > float64(expiry*1000-c.off.Microseconds()) {
-		// Held, or the lock too short for the schedule's interval (an
-		// operator slowed it since this replica last heard) or for the
-		// slot (Redis counted its expiry from well before TIME), or its
-		// expiry unknown: take nothing.
+		// The lock too short for the schedule's interval (an operator
+		// slowed it since this replica last heard) or for the slot
+		// (Redis counted its expiry from well before TIME), or its expiry
+		// unknown: take nothing.
 		return res, false, true, nil
 	}
 	res.Granted, res.First = 1, usTime(first)
