@@ -53,34 +53,24 @@
 //
 // An idle replica would still spend one round trip per job: the job comes,
 // then the replica asks for its slot. Where the queue is read from the
-// same Redis, the slot can come with the read instead: Ride gives
-// commands that the queue sends right behind its blocking read, in the
-// same pipeline (redisq.WithRider), and Redis runs them the moment the
-// read returns, so the slot arrives with the job. Redis answers the read
-// only after it has run them, so a ride runs no script (any script costs
-// Redis tens of microseconds on an idle host; rideclaim.go): in one MULTI
-// it reads Redis's TIME and the schedule's hash and sets a ride lock (SET
-// NX with a time to live, whose expiry PEXPIRETIME reads back: Redis 7.0
-// or later), and takes the moment itself by reserve.lua's rules. The read may also end empty, so a ride takes a moment only while
-// the schedule is idle (no slot of it held after now) and the lock was
-// free: a ride never takes a slot another replica was waiting for, and
-// two rides never take moments within an interval of each other. Off the
-// job's path the replica then settles the ride with a reserve.lua call
-// that writes its slot into the schedule and drops the lock; until then,
-// or should the settle never come, every reserve.lua call moves the
-// schedule past the latest moment the ride's slot can be (its lock's
-// expiry tells it), and the lock lapses by itself. A granted ride whose
-// read brought no job is forfeited at once ("idle"); one comes at most per
-// lane and block slice (half a second) while the cluster is idle. A ride's
-// reply is no clock sample: when it ran within its long round trip is
-// unknown (its settle is one). A replica that holds slots does not ride;
-// one whose claim has a call out rides beside it only when that call asks
-// for the claim's one slot (its batches are of one slot, with no stride):
-// otherwise the job after one that came without its slot would wait for a
-// call as well, and the one after it, and so on. A ride asks for no slot
-// closer than what most recent replies took to arrive (their median),
-// where other calls take the longest: one stall of the replica would
-// otherwise place its next eight rides' slots that much after their jobs.
+// same Redis, the call can go with the read instead: Ride gives a call for
+// one slot that the queue sends right behind its blocking read, in the
+// same pipeline (redisq.WithRider), and Redis runs it the moment the read
+// returns, so the slot arrives with the job. The read may also end empty,
+// so reserve.lua grants a ride only while the schedule is idle (no slot of
+// it held after now): a ride never takes a slot another replica was
+// waiting for, and refused it writes nothing. A granted ride whose read
+// brought no job is forfeited at once ("idle"); one comes at most per lane
+// and block slice (half a second) while the cluster is idle. A ride's reply
+// is no clock sample: when it ran within its long round trip is unknown.
+// A replica that holds slots does not ride; one whose claim has a call out
+// rides beside it only when that call asks for the claim's one slot (its
+// batches are of one slot, with no stride): otherwise the job after one
+// that came without its slot would wait for a call as well, and the one
+// after it, and so on. A ride asks for no slot closer than what most
+// recent replies took to arrive (their median), where other calls take
+// the longest: one stall of the replica would otherwise place its next
+// eight rides' slots that much after their jobs.
 //
 // # Time at the provider
 //

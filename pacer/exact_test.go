@@ -118,7 +118,7 @@ func TestLeadByTheScheduleRate(t *testing.T) {
 		p.clock.leads[3] = 3 * ms // one slow reply
 		p.clock.nlead = leadSamples
 		p.batch.interval = iv
-		_, args := p.reserveArgsLocked(1, 0, time.Time{})
+		_, args := p.reserveArgsLocked(1, 0, time.Time{}, false)
 		return time.Duration(args[6].(int64)) * time.Microsecond
 	}
 	for _, tc := range []struct {

@@ -8,11 +8,6 @@ func key(name string) string { return "sluice:{" + name + "}:pacer" }
 // grant with a stride passed over, left for later calls (reserve.lua).
 func gapsKey(name string) string { return "sluice:{" + name + "}:gaps" }
 
-// rideKey is the lock of a ride taken without reserve.lua (rideclaim.go):
-// while it lives no other ride is taken, and reserve.lua grants no slot
-// within an interval after the ride's.
-func rideKey(name string) string { return "sluice:{" + name + "}:ride" }
-
 // replicasKey is the Redis hash of the replicas drawing on the schedule.
 func replicasKey(name string) string { return "sluice:{" + name + "}:replicas" }
 

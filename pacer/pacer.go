@@ -39,7 +39,6 @@ type Pacer struct {
 	cfg     Config
 	key     string
 	gapsKey string
-	rideKey string
 
 	mu        sync.Mutex
 	buf       []slot        // granted, unclaimed slots in local-time order
@@ -77,9 +76,6 @@ type Pacer struct {
 	unclaimed, stale, late          atomic.Int64
 	ineligible                      atomic.Int64 // slots no job was allowed to take (tenants.go)
 	rides, idle                     atomic.Int64 // rides granted a slot, and slots of rides that brought no job (ride.go)
-	rideID                          uint64       // names this replica's rides in their locks (rideToken)
-	heldUntil                       time.Time    // a refused ride found the schedule held until then (local clock; ride.go)
-	rideN                           atomic.Int64 // counts them
 	// topUpLoops and topUpRuns count the top-up goroutines started and
 	// the top-ups they ran (topup.go), for tests.
 	topUpLoops, topUpRuns atomic.Int64
@@ -109,8 +105,8 @@ func New(rdb redis.Scripter, cfg Config) (*Pacer, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
-	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), rideKey: rideKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap(), epoch: cfg.Clock.Now(),
-		topUps: make(chan topUp), rideID: rand.Uint64()}
+	p := &Pacer{rdb: rdb, cfg: cfg, key: key(cfg.Name), gapsKey: gapsKey(cfg.Name), batch: newBatchPolicy(cfg), clock: newClockMap(), epoch: cfg.Clock.Now(),
+		topUps: make(chan topUp)}
 	p.sharers.Store(1)
 	return p, nil
 }
@@ -446,7 +442,7 @@ func (p *Pacer) refill(ctx context.Context, want int, stride time.Duration) erro
 		}
 		return nil
 	}
-	p.addSlots(r, stride > 0, false)
+	p.addSlots(r, stride > 0)
 	return nil
 }
 
@@ -471,12 +467,7 @@ func (p *Pacer) spread(r Reservation) time.Duration {
 // one interval apart may fall between slots held from a grant with a
 // stride); strided says the grant was asked with a stride. A slot already
 // past its lateness bound when the reply arrived is forfeited as stale.
-// The slots raise the hint (raiseHintLocked) unless ride says they came
-// by a ride, which reserve.lua did not run: the ride lock keeps the
-// schedule past a ride's slot, and a hint from one would look to
-// reserve.lua like a slot of a call it never saw (a rollback) once the
-// schedule had been idle for a horizon.
-func (p *Pacer) addSlots(r Reservation, strided, ride bool) {
+func (p *Pacer) addSlots(r Reservation, strided bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if strided && r.Granted > 0 {
@@ -488,9 +479,7 @@ func (p *Pacer) addSlots(r Reservation, strided, ride bool) {
 	p.batch.noteInterval(r.Interval)
 	for i := range r.Granted {
 		st := r.Slot(i)
-		if !ride {
-			p.raiseHintLocked(st)
-		}
+		p.raiseHintLocked(st)
 		local := p.clock.local(st)
 		s := slot{local: local.Add(m), deadline: local.Add(p.cfg.MaxLateness - m), stamp: st, tenant: r.tenant(i)}
 		if now.After(s.deadline) {

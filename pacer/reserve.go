@@ -84,7 +84,7 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 		return Reservation{}, fmt.Errorf("pacer: reserve: n must be at least 1, got %d", n)
 	}
 	p.mu.Lock()
-	keys, args := p.reserveArgsLocked(n, stride, from)
+	keys, args := p.reserveArgsLocked(n, stride, from, false)
 	p.mu.Unlock()
 	tkeys, targs, tnames := p.tenantArgs()
 	keys, args = append(keys, tkeys...), append(args, targs...)
@@ -108,7 +108,6 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 	p.lapsed += r.Lapsed
 	p.clock.add(sent, recv, r.Now)
 	p.deg.noteReplyLocked(r, recv, p.clock, p.cfg.Horizon)
-	p.batch.noteInterval(r.Interval) // every reply says it; a ride needs it (rideCallLocked)
 	p.mu.Unlock()
 	p.granted.Add(int64(r.Granted))
 	return r, nil
@@ -116,11 +115,12 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 
 // reserveArgsLocked returns reserve.lua's keys and arguments for a call
 // asking for n slots at least stride apart, none before from (Redis clock;
-// zero: none), before the tenants' (tenantArgs). p.mu must be held.
-func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time) (keys []string, args []any) {
+// zero: none), as a ride or not, before the tenants' (tenantArgs). p.mu
+// must be held.
+func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time, ride bool) (keys []string, args []any) {
 	lead := p.clock.lead()
-	if p.fastLocked() {
-		lead = p.clock.typicalLead()
+	if ride || p.fastLocked() {
+		lead = p.clock.typicalLead() // see Ride, and fastLocked
 	}
 	lead = max(0, lead-p.cfg.MaxLateness/2)
 	var hint, fromUs int64
@@ -130,10 +130,14 @@ func (p *Pacer) reserveArgsLocked(n int, stride time.Duration, from time.Time) (
 	if !from.IsZero() {
 		fromUs = from.UnixMicro()
 	}
-	keys = []string{p.key, p.gapsKey, p.rideKey}
+	rideArg := "0"
+	if ride {
+		rideArg = "1"
+	}
+	keys = []string{p.key, p.gapsKey}
 	args = []any{p.cfg.Rate, p.cfg.Burst, n, p.cfg.Horizon.Microseconds(), pausePoll.Microseconds(),
 		max(p.cfg.Headroom, 0), lead.Microseconds(), hint, adaptiveArg(p.cfg.Adaptive.Enabled),
-		stride.Microseconds(), p.seq, fromUs, "", 0}
+		stride.Microseconds(), p.seq, fromUs, rideArg}
 	return keys, args
 }
 
@@ -232,7 +236,7 @@ func parseStamps(s string, granted int) ([]time.Time, error) {
 // Stats are this replica's counters since New, and its view of the Redis
 // clock.
 type Stats struct {
-	Calls    int64         // Redis calls made to reserve slots (a ride and its settle count two)
+	Calls    int64         // Redis calls made to reserve slots
 	Granted  int64         // slots granted to this replica
 	Used     int64         // slots spent by waiters
 	Expired  int64         // granted slots dropped unclaimed (Forfeited["unclaimed"])

@@ -20,19 +20,15 @@
 -- ARGV[12] -> from, microseconds since the epoch: grant no slot before it
 --            (0: none); a caller topping up slots it holds asks from its
 --            latest one plus a stride
--- ARGV[13] -> a ride's token when this call settles that ride (see Rides
---            below), else ""
--- ARGV[14] -> with a token, the ride's slot, microseconds since the epoch
---            (0: the ride took nothing)
+-- ARGV[13] -> "1" for a ride (see Rides below): grant only while the
+--            schedule is idle
 -- KEYS[2] -> the schedule's gaps: sluice:{name}:gaps (see Gaps below)
--- KEYS[3] -> the lock of a ride taken without this script:
---            sluice:{name}:ride (see Rides below)
 --
 -- With tenant limits (pacer.tenants), two more keys and arguments:
--- KEYS[4] -> the tenants' schedules: sluice:{name}:tenants (tenant -> tat)
--- KEYS[5] -> the operator's tenant rates: sluice:{name}:tenant_rates
--- ARGV[15] -> m, how many tenants follow
--- ARGV[16..] -> m triples: tenant, configured rate (0: none), slots its waiting jobs need
+-- KEYS[3] -> the tenants' schedules: sluice:{name}:tenants (tenant -> tat)
+-- KEYS[4] -> the operator's tenant rates: sluice:{name}:tenant_rates
+-- ARGV[14] -> m, how many tenants follow
+-- ARGV[15..] -> m triples: tenant, configured rate (0: none), slots its waiting jobs need
 --
 -- Returns an array of strings:
 --   [1] granted slots (0 when paused, when the schedule is full to the
@@ -103,28 +99,14 @@
 -- state has not reached proves the rollback, and the schedule restarts one
 -- horizon after now, with no gaps, as after a loss.
 --
--- Rides. A replica waiting in a blocking read of the queue takes an idle
--- moment of the schedule right behind the read, on the same connection
--- (pacer.Ride, rideclaim.go), so that the slot comes with the job instead
--- of one round trip after it. It runs no script there: Redis answers the
--- read only after it has run what follows it, and any script costs Redis
--- tens of microseconds on an idle host where a few plain commands cost a
--- few. In one MULTI it sends TIME, SET of KEYS[3] NX with a time to live
--- (its value "r:", an offset in microseconds, ":" and a token), HMGET of
--- this hash and PEXPIRETIME of the lock, and takes the moment itself when
--- the lock was free and the hash shows an idle schedule by the rules here
--- (tat, past the burst's floor, the clock's going back and its hint, not
--- ahead of now; not paused; no rollback), at now plus its lead, and only
--- when that is before the lock's expiry less the offset. The lock lives
--- at least one interval past the slot, so no other ride takes a moment
--- within an interval of it. Then it settles the ride with a call of this
--- script, off the job's path (ARGV[13] its token, ARGV[14] its slot or
--- 0): tat moves an interval past the slot, seq counts it, and the lock
--- goes. Any call that finds another ride's lock (its settle not come yet,
--- or never coming) moves tat an interval past the latest moment that
--- ride's slot can be, and drops the lock; from then on rides read tat from
--- here. The lock is read before TIME, so that now plus what is left of it
--- is never before its expiry.
+-- Rides. A replica waiting in a blocking read of the queue sends a call
+-- right behind it on the same connection (pacer.Ride), which Redis runs
+-- the moment the read returns: the slot comes with the job instead of one
+-- round trip after it. The read may also end with no job, so a ride takes
+-- only a moment nobody else wants: it is granted only when the schedule is
+-- idle (no slot of it is held after now: tat, past the burst's floor, is
+-- not ahead of now), at the caller's first usable moment. Otherwise it is
+-- refused and writes nothing, as if it had not run.
 
 -- Lead. A caller asks for no slot before now + lead, the time its reply
 -- takes to reach it. When the schedule is idle, the moments before that are
@@ -142,11 +124,6 @@
 -- full, so no one waiting is refused for them.
 local skip_min = 64 -- pacer.fastPoints
 
--- A ride's lock (see Rides above), read before TIME: its time to live is
--- counted from a moment no later than now, so that now plus what is left
--- of it is never before the lock's expiry, whatever Redis did between.
-local ride_lock = redis.call('GET', KEYS[3])
-local ride_left = ride_lock and redis.call('PTTL', KEYS[3]) or -2
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local rate = tonumber(ARGV[1])
@@ -160,8 +137,6 @@ local hint = tonumber(ARGV[8])
 local stride = tonumber(ARGV[10])
 local cseq = tonumber(ARGV[11])
 local from = tonumber(ARGV[12])
-local token = ARGV[13] or ''
-local rslot = tonumber(ARGV[14] or '0') or 0
 
 local h = redis.call('HMGET', KEYS[1], 'tat', 'last_now', 'rate_override', 'burst_override', 'paused', 'eff_rate', 'a_episode',
   'seq', 'gtat', 'giv')
@@ -175,20 +150,20 @@ local interval = 1000000 / (rate * (1 - headroom))
 local f = function(x) return string.format('%.3f', x) end
 
 -- Tenants: their rates (the operator's override, else the configured one).
-local m = tonumber(ARGV[15] or '0')
+local m = tonumber(ARGV[14] or '0')
 local tname, trate, twant, ttat = {}, {}, {}, {}
 local rates = {}
 if m > 0 then
   local names = {}
-  for j = 1, m do names[j] = ARGV[13 + 3 * j] end
-  local ov = redis.call('HMGET', KEYS[5], unpack(names))
-  local tats = redis.call('HMGET', KEYS[4], unpack(names))
+  for j = 1, m do names[j] = ARGV[12 + 3 * j] end
+  local ov = redis.call('HMGET', KEYS[4], unpack(names))
+  local tats = redis.call('HMGET', KEYS[3], unpack(names))
   for j = 1, m do
     tname[j] = names[j]
-    local r = tonumber(ov[j]) or tonumber(ARGV[14 + 3 * j]) or 0
+    local r = tonumber(ov[j]) or tonumber(ARGV[13 + 3 * j]) or 0
     if r < 0 then r = 0 end
     trate[j] = r
-    twant[j] = tonumber(ARGV[15 + 3 * j]) or 0
+    twant[j] = tonumber(ARGV[14 + 3 * j]) or 0
     ttat[j] = tonumber(tats[j]) or 0
     rates[j] = f(r)
   end
@@ -225,30 +200,6 @@ else
     tat = tat - (last - now)
     gaps = false
   end
-  -- Rides taken without this script (see Rides above). A settle brings
-  -- its own ride's slot; any other ride's lock still here may hold a slot
-  -- before its expiry less the offset in its value. Either way the
-  -- schedule moves an interval past it, and the lock goes: rides read tat
-  -- from here again.
-  if rslot > 0 and tat < rslot + interval then
-    tat = rslot + interval
-    gaps = false
-  end
-  if ride_lock then
-    local off, owner = string.match(ride_lock, '^r:([%d%.]+):(.*)$')
-    if owner ~= token then
-      local left = ride_left
-      off = tonumber(off)
-      if left > 0 and off then
-        local b = now + left * 1000 - off + interval
-        if tat < b then
-          tat = b
-          gaps = false
-        end
-      end
-    end
-    redis.call('DEL', KEYS[3])
-  end
   -- An idle schedule lets at most burst slots go at once.
   local floor = now - (burst - 1) * interval
   if tat < floor then
@@ -279,6 +230,11 @@ if hint > 0 and hint <= now + horizon then
     gaps = false
   end
 end
+-- A ride takes only an idle moment (see Rides above); refused, it leaves
+-- the state as it found it.
+if ARGV[13] == '1' and tat > now then
+  return reply(0, tat, 0, '')
+end
 local limit = now + horizon
 -- save writes the schedule's state (every call that gets this far ends in
 -- it): tat, the caller's configuration, seq, and the gaps' marks: where
@@ -298,13 +254,6 @@ end
 local function refuse(first, retry)
   save()
   return reply(0, first, retry, '')
-end
--- A ride's settle grants nothing: it writes the ride into the schedule
--- (above), counting seq for a slot taken as for any grant.
-if token ~= '' then
-  if rslot > 0 then seq = seq + 1 end
-  save()
-  return reply(0, tat, 0, '')
 end
 
 local n, first, stamps = 0, tat, nil
@@ -456,10 +405,10 @@ for j = 1, m do
   end
 end
 if #args > 0 then
-  redis.call('HSET', KEYS[4], unpack(args))
+  redis.call('HSET', KEYS[3], unpack(args))
   -- Idle tenants' tats are in the past and mean nothing: let the hash go
   -- once every tat in it has passed.
-  local keep = redis.call('PTTL', KEYS[4])
-  if keep < ttl + 1000 then redis.call('PEXPIRE', KEYS[4], ttl + 1000) end
+  local keep = redis.call('PTTL', KEYS[3])
+  if keep < ttl + 1000 then redis.call('PEXPIRE', KEYS[3], ttl + 1000) end
 end
 return reply(n, first, 0, '', assigned, stamps)

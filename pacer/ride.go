@@ -7,28 +7,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A Ride takes an idle moment of the schedule for a single slot, with
-// commands sent behind a command that waits (a blocking read of the
-// queue) on the same Redis connection, in the same round trip: Redis runs
-// them the moment the read returns, so an idle replica's slot comes with
-// its job instead of one round trip after it. The read may as well end
-// with no job, so a ride takes only a moment nobody else wants: only while
-// the schedule is idle (no slot of it held after now), by reserve.lua's
-// rules, and otherwise it takes nothing and writes nothing to the
-// schedule.
-//
-// A ride runs no script (see rideclaim.go): the job's reply waits for
-// what Redis runs behind the read, and on an idle host any script costs
-// Redis tens of microseconds where a few plain commands cost a few. It
-// sends, in one MULTI, TIME, SET of the ride lock NX with a time to live,
-// and HMGET of the schedule's hash, and decides itself. A reserve.lua call
-// off the job's path then settles it (settleRide): the slot goes into the
-// schedule and the lock goes. Until then every reserve.lua call honors
-// the lock: no slot within an interval after the ride's.
+// A Ride is one Reserve call for a single slot, sent behind a command that
+// waits (a blocking read of the queue) on the same Redis connection, in
+// the same round trip: Redis runs it the moment the read returns, so an
+// idle replica's slot comes with its job instead of one round trip after
+// it. The read may as well end with no job, so a ride takes only a moment
+// nobody else wants: reserve.lua grants it only while the schedule is idle
+// (no slot of it held after now; see Rides in reserve.lua) and otherwise
+// refuses it without writing anything; the replica then asks as usual.
 //
 // A ride's reply is no clock sample (when Redis ran it within the round
 // trip is unknown), but it still tells how long replies take to arrive
-// after Redis ran it (the lead).
+// after the script ran (the lead).
 //
 // A ride's slot is placed by the typical lead, the median of the recent
 // replies' delays, where other calls take the longest of them: one stall
@@ -37,14 +27,12 @@ import (
 // it. A ride's slot that arrives stale after all costs a slot of an idle
 // schedule, and the job asks again.
 type Ride struct {
-	p    *Pacer
-	call rideCall
-	exec *redis.Cmd
+	p   *Pacer
+	cmd *redis.Cmd
 }
 
 // Ride returns a ride to send behind a blocking read, or nil when the
-// replica should not ride now: it holds slots, its last ride found the
-// schedule held by others until a moment still to come, or is asking for more than
+// replica should not ride now: it holds slots, or is asking for more than
 // the claim waiting on that call needs (see ridesBesideRefillLocked), its
 // clock map is unsettled or too uncertain to place a slot, it stands
 // aside, paces locally while Redis is away, or pacer.tenants is on (a
@@ -56,8 +44,7 @@ func (p *Pacer) Ride() *Ride {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Clock.Now()
-	if len(p.buf) > 0 || p.batch.interval <= 0 || now.Before(p.heldUntil) ||
-		(p.refilling != nil && !p.ridesBesideRefillLocked(now)) || p.deg.on ||
+	if len(p.buf) > 0 || (p.refilling != nil && !p.ridesBesideRefillLocked(now)) || p.deg.on ||
 		p.clock.n < asideSamples || p.uncertainLocked(now) || p.asideLocked(now) != nil {
 		return nil
 	}
@@ -82,69 +69,62 @@ func (p *Pacer) ridesBesideRefillLocked(now time.Time) bool {
 	return p.batch.interval > 0 && p.batch.limit(p.sharersNow()) < 2
 }
 
-// Send queues the ride's commands in pipe, behind the commands already
-// there. pipe must run on the Redis of the pacer's schedule (the same
-// server and connection: a pipeline of a redis.Client, not of a cluster
-// client).
+// Send queues the ride's call in pipe, behind the commands already there.
+// pipe must run on the Redis of the pacer's schedule (the same server and
+// connection: a pipeline of a redis.Client, not of a cluster client).
 func (r *Ride) Send(ctx context.Context, pipe redis.Pipeliner) {
 	p := r.p
 	p.mu.Lock()
-	r.call = p.rideCallLocked()
+	keys, args := p.reserveArgsLocked(1, 0, time.Time{}, true)
 	p.mu.Unlock()
 	p.calls.Add(1)
-	r.exec = r.call.send(ctx, pipe, p.key, p.rideKey)
+	r.cmd = reserveScript.EvalSha(ctx, pipe, keys, args...)
 }
 
 // Landed takes the ride's reply once the pipeline's replies are read;
 // jobs is how many jobs the read in front brought. With jobs, a granted
 // slot joins this replica's buffer like any other; with none it is
-// forfeited at once as "idle" (no job came for it). A ride that failed (a
-// broken connection) or found the schedule held grants nothing, and the
-// replica asks as usual.
+// forfeited at once as "idle" (no job came for it). A ride that failed
+// (NOSCRIPT after Redis lost its scripts, a broken connection) or was
+// refused grants nothing, and the replica asks as usual.
 func (r *Ride) Landed(jobs int) {
-	if r.exec == nil {
+	if r.cmd == nil {
 		return
 	}
 	p := r.p
 	recv := p.cfg.Clock.Now()
-	v, err := r.exec.Result()
+	v, err := r.cmd.Result()
 	if err != nil {
 		return
 	}
-	res, took, locked, err := r.call.decide(v)
+	res, err := parseReservation(v, nil)
 	if err != nil {
 		if l := p.cfg.Log; l != nil {
 			l.Warn("pacer: ride: unreadable reply", "err", err)
 		}
 		return
 	}
-	if locked {
-		var slot time.Time
-		if took {
-			slot = res.Slot(0)
-		}
-		go p.settleRide(r.call.token, slot)
-	}
 	p.mu.Lock()
 	p.seq = max(p.seq, res.Seq)
+	p.lapsed += res.Lapsed
 	p.clock.addLead(recv, res.Now)
-	if took {
+	if res.Granted > 0 {
 		p.deg.noteReplyLocked(res, recv, p.clock, p.cfg.Horizon)
-	} else if res.First.After(res.Now) {
-		// Held by others until then: a ride before it would only be
-		// refused again, and cost Redis its lock and settle (every read
-		// of a lane without jobs ends in one while a backlog drains).
-		p.heldUntil = p.clock.local(res.First)
+		if jobs == 0 {
+			// The slot is not used, but the schedule moved past it:
+			// later calls must not restart behind it.
+			p.raiseHintLocked(res.Slot(res.Granted - 1))
+		}
 	}
 	p.mu.Unlock()
-	if !took {
+	if res.Granted == 0 {
 		return
 	}
-	p.granted.Add(1)
+	p.granted.Add(int64(res.Granted))
 	p.rides.Add(1)
 	if jobs == 0 {
-		p.idle.Add(1)
+		p.idle.Add(int64(res.Granted))
 		return
 	}
-	p.addSlots(res, false, true)
+	p.addSlots(res, false)
 }

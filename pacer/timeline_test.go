@@ -36,15 +36,10 @@ type redisTime struct {
 	now time.Time
 }
 
-// SetTime sets the Redis time and the replica's clock to t. Moving them
-// forward moves the keys' times to live with them, as on a real Redis
-// (miniredis counts them down only when fast-forwarded).
+// SetTime sets the Redis time and the replica's clock to t.
 func (r *redisTime) SetTime(t time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if d := t.Sub(r.now); d > 0 {
-		r.Miniredis.FastForward(d)
-	}
 	r.Miniredis.SetTime(t)
 	r.now = t
 }

@@ -45,7 +45,7 @@ func (p *Pacer) runTopUp(t topUp) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), p.cfg.Horizon)
 	defer cancel()
 	if r, err := p.reserve(rctx, t.want, t.stride, t.from); err == nil {
-		p.addSlots(r, t.stride > 0, false)
+		p.addSlots(r, t.stride > 0)
 	}
 	p.endRefill(t.ch)
 }

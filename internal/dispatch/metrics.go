@@ -198,7 +198,7 @@ var (
 			"(each is found by one replica: sum over replicas): the cap's unused capacity; while jobs wait, moments when no "+
 			"replica asked in time (replicas short of CPU).", nil, nil)
 	callsDesc = prometheus.NewDesc("sluice_pacer_calls_total",
-		"Redis calls this replica made to reserve slots (reserve.lua, and each ride with its settle as two): with sluice_pacer_slots_granted_total, "+
+		"Redis calls this replica made to reserve slots (reserve.lua, rides included): with sluice_pacer_slots_granted_total, "+
 			"the pacer's Redis cost per slot, which grows with the replicas that wait on a full schedule.", nil, nil)
 	offsetDesc = prometheus.NewDesc("sluice_pacer_clock_offset_seconds",
 		"The Redis clock minus this replica's clock, as the pacer estimates it.", nil, nil)

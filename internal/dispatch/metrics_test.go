@@ -67,7 +67,7 @@ sluice_pacer_clock_offset_seconds -0.003
 # HELP sluice_pacer_clock_uncertainty_seconds The bound on the error of sluice_pacer_clock_offset_seconds: half the round trip it was estimated from.
 # TYPE sluice_pacer_clock_uncertainty_seconds gauge
 sluice_pacer_clock_uncertainty_seconds 0.0002
-# HELP sluice_pacer_calls_total Redis calls this replica made to reserve slots (reserve.lua, and each ride with its settle as two): with sluice_pacer_slots_granted_total, the pacer's Redis cost per slot, which grows with the replicas that wait on a full schedule.
+# HELP sluice_pacer_calls_total Redis calls this replica made to reserve slots (reserve.lua, rides included): with sluice_pacer_slots_granted_total, the pacer's Redis cost per slot, which grows with the replicas that wait on a full schedule.
 # TYPE sluice_pacer_calls_total counter
 sluice_pacer_calls_total 7
 # HELP sluice_pacer_feedback_reports_total Redis calls this replica made to report the provider's answers (adapt.lua, pacer.adaptive): one per 100ms with answers to report, so the cluster's rate of them grows with the replicas, not with the jobs.
