@@ -109,10 +109,14 @@ func TestFailsClosed(t *testing.T) {
 
 // TestCancelledWaitGivesSlotBack cancels a waiter that holds a future slot
 // and checks that the next waiter spends exactly that slot, without asking
-// Redis again.
+// Redis again. The slots are half a second apart, so that the cancelled
+// waiter's slot is still ahead when the next waiter comes on a loaded
+// machine (at 200ms apart, a run under -race on a busy host once found it
+// past its lateness bound and took the slot after it).
 func TestCancelledWaitGivesSlotBack(t *testing.T) {
+	const interval = 500 * time.Millisecond
 	srv := testredis.Start(t, testredis.Options{})
-	p := newClientPacer(t, srv, Config{Name: "giveback", Rate: 5, Horizon: 500 * time.Millisecond, Headroom: -1})
+	p := newClientPacer(t, srv, Config{Name: "giveback", Rate: float64(time.Second / interval), Horizon: 5 * interval / 2, Headroom: -1})
 	ctx := context.Background()
 	if _, err := p.Take(ctx, 1); err != nil { // the first slot goes at once
 		t.Fatal(err)
@@ -130,7 +134,7 @@ func TestCancelledWaitGivesSlotBack(t *testing.T) {
 		return p.refilling == nil && len(p.buf) > 0 && granted-int64(len(p.buf)) == 2
 	})
 	p.mu.Lock()
-	heldByA := p.buf[0].stamp.Add(-200 * time.Millisecond) // A holds the slot before the buffered one
+	heldByA := p.buf[0].stamp.Add(-interval) // A holds the slot before the buffered one
 	p.mu.Unlock()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
