@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -306,32 +307,63 @@ func TestStrideServesSteadyDemandWithFewCalls(t *testing.T) {
 // what a fresh replica claims in the same window right after (157–251
 // against 288–294 with two CPU hogs beside the test), so that a loaded
 // machine, on which neither claims near the rate, does not fail it.
+// A machine that takes the CPU from the claiming goroutine itself for
+// milliseconds between its claims can still keep the switch from
+// happening: each such pause raises the claim delay past the schedule's
+// 100µs interval and lowers the wait score (the claims after it find
+// their slots due), so the replica never looks saturated and drains its
+// strided slots at their pace until they run out (at most one horizon),
+// then refills as any replica does. CI, running packages side by side,
+// read 50 against 273 once; with two CPU hogs beside it, 30 against 259
+// in one run of 120, the goroutine paused 2–3ms every four claims or so.
+// Checking for a backlog ahead of the stride, without the claim delay,
+// cured that but raised TestExactSteadyThenBacklog's calls per job in
+// its steady phase from 0.17–0.19 to 0.24–0.28 (its fetched jobs come in
+// bunches whose claims all wait), so the test gives a replica up to three
+// tries, each on a new schedule: a replica that never switches fails all
+// three. A try counts only where the fresh replica claimed at least a
+// quarter of the rate: one that never switched either (its first claim
+// waits a horizon, and the gap makes it stride) read 27 once.
 func TestStridedReplicaSwitchesWhenSaturated(t *testing.T) {
 	srv := testredis.Start(t, testredis.Options{})
 	for _, lag := range []time.Duration{0, 250 * time.Microsecond} {
 		t.Run(fmt.Sprintf("waking %s late", lag), func(t *testing.T) {
-			stridedSwitch(t, srv, lag)
+			var tries []string
+			for try := range 3 {
+				n, control, err := stridedSwitch(t, srv, lag, try)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A fresh replica that claims less than a quarter of
+				// the schedule's rate in the window (75) says nothing.
+				if control >= 75 && n >= control/3 {
+					return
+				}
+				tries = append(tries, fmt.Sprintf("%d against %d", n, control))
+			}
+			t.Errorf("claims in the backlog's window, in three tries: %s; want at least a third of a fresh replica's in one", strings.Join(tries, ", "))
 		})
 	}
 }
 
-// stridedSwitch is TestStridedReplicaSwitchesWhenSaturated for a strided
-// replica whose waits end lag late.
-func stridedSwitch(t *testing.T, srv *testredis.Server, lag time.Duration) {
+// stridedSwitch is one try of TestStridedReplicaSwitchesWhenSaturated for
+// a strided replica whose waits end lag late: it returns the replica's
+// claims in the backlog's window and a fresh replica's in the same window.
+func stridedSwitch(t *testing.T, srv *testredis.Server, lag time.Duration, try int) (int, int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const rate = 10000
-	name := fmt.Sprintf("switch-%d", lag)
+	name := fmt.Sprintf("switch-%d-%d", lag, try)
 	p, err := New(srv.Client(), Config{Name: name, Rate: rate})
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
 	p.wakeLag = lag
 	tick := time.NewTicker(time.Millisecond)
 	for range 300 {
 		<-tick.C
 		if _, err := p.Take(ctx, 1); err != nil {
-			t.Fatal(err)
+			return 0, 0, err
 		}
 	}
 	tick.Stop()
@@ -339,31 +371,29 @@ func stridedSwitch(t *testing.T, srv *testredis.Server, lag time.Duration) {
 	strided, held := p.strided, len(p.buf)
 	p.mu.Unlock()
 	if !strided {
-		t.Fatalf("after 300 claims a millisecond apart the replica holds %d slots, none granted with a stride", held)
+		return 0, 0, fmt.Errorf("after 300 claims a millisecond apart the replica holds %d slots, none granted with a stride", held)
 	}
 	from, to := 10*time.Millisecond, 40*time.Millisecond
 	n, err := claimsIn(ctx, p, from, to)
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
 	fresh, err := New(srv.Client(), Config{Name: name + "-fresh", Rate: rate})
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
 	// Past its first horizon (a new schedule starts one horizon ahead)
 	// and its first claims, it claims as fast as this machine lets it.
 	if _, err := claimsIn(ctx, fresh, 0, 0); err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
 	control, err := claimsIn(ctx, fresh, from, to)
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
-	t.Logf("held %d strided slots; %d claims in [%s, %s) of a backlog, a fresh replica %d (the schedule's rate: %.0f)",
-		held, n, from, to, control, rate*0.98*(to-from).Seconds())
-	if n < control/3 {
-		t.Errorf("%d claims in [%s, %s) after the backlog came; want at least a third of a fresh replica's %d", n, from, to, control)
-	}
+	t.Logf("try %d: held %d strided slots; %d claims in [%s, %s) of a backlog, a fresh replica %d (the schedule's rate: %.0f)",
+		try+1, held, n, from, to, control, rate*0.98*(to-from).Seconds())
+	return n, control, nil
 }
 
 // claimsIn takes slots from p back to back for twice to (at least 100ms),
