@@ -313,7 +313,7 @@ func TestStrideServesSteadyDemandWithFewCalls(t *testing.T) {
 // 100µs interval and lowers the wait score (the claims after it find
 // their slots due), so the replica never looks saturated and drains its
 // strided slots at their pace until they run out (at most one horizon),
-// then refills as any replica does. CI, running packages side by side,
+// then refills as any replica does. CI, on a busy host,
 // read 50 against 273 once; with two CPU hogs beside it, 30 against 259
 // in one run of 120, the goroutine paused 2–3ms every four claims or so.
 // Checking for a backlog ahead of the stride, without the claim delay,
