@@ -289,6 +289,14 @@ func TestStrideServesSteadyDemandWithFewCalls(t *testing.T) {
 	}
 }
 
+// The schedule of TestStridedReplicaSwitchesWhenSaturated, and the window
+// after the backlog came in which it counts claims.
+const (
+	switchRate = 10000
+	switchFrom = 10 * time.Millisecond
+	switchTo   = 40 * time.Millisecond
+)
+
 // A replica that holds slots a stride apart when a backlog comes does not
 // drain them at its old pace: once its claims wait for their slots it tops
 // up with slots one interval apart, filling the holes between them, and
@@ -335,8 +343,9 @@ func TestStridedReplicaSwitchesWhenSaturated(t *testing.T) {
 					t.Fatal(err)
 				}
 				// A fresh replica that claims less than a quarter of
-				// the schedule's rate in the window (75) says nothing.
-				if control >= 75 && n >= control/3 {
+				// what the schedule's rate allows in the window (75)
+				// says nothing.
+				if control >= int(switchRate*(switchTo-switchFrom).Seconds()/4) && n >= control/3 {
 					return
 				}
 				tries = append(tries, fmt.Sprintf("%d against %d", n, control))
@@ -352,9 +361,8 @@ func TestStridedReplicaSwitchesWhenSaturated(t *testing.T) {
 func stridedSwitch(t *testing.T, srv *testredis.Server, lag time.Duration, try int) (int, int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	const rate = 10000
 	name := fmt.Sprintf("switch-%d-%d", lag, try)
-	p, err := New(srv.Client(), Config{Name: name, Rate: rate})
+	p, err := New(srv.Client(), Config{Name: name, Rate: switchRate})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -373,12 +381,12 @@ func stridedSwitch(t *testing.T, srv *testredis.Server, lag time.Duration, try i
 	if !strided {
 		return 0, 0, fmt.Errorf("after 300 claims a millisecond apart the replica holds %d slots, none granted with a stride", held)
 	}
-	from, to := 10*time.Millisecond, 40*time.Millisecond
+	from, to := switchFrom, switchTo
 	n, err := claimsIn(ctx, p, from, to)
 	if err != nil {
 		return 0, 0, err
 	}
-	fresh, err := New(srv.Client(), Config{Name: name + "-fresh", Rate: rate})
+	fresh, err := New(srv.Client(), Config{Name: name + "-fresh", Rate: switchRate})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -392,7 +400,7 @@ func stridedSwitch(t *testing.T, srv *testredis.Server, lag time.Duration, try i
 		return 0, 0, err
 	}
 	t.Logf("try %d: held %d strided slots; %d claims in [%s, %s) of a backlog, a fresh replica %d (the schedule's rate: %.0f)",
-		try+1, held, n, from, to, control, rate*0.98*(to-from).Seconds())
+		try+1, held, n, from, to, control, switchRate*0.98*(to-from).Seconds())
 	return n, control, nil
 }
 
