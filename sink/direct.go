@@ -68,6 +68,7 @@ type pconn struct {
 	c      net.Conn // a gateConn, or the TLS connection over one
 	key    string
 	br     *bufio.Reader
+	live   *probe // the socket beneath c, checked before c is reused
 	idleAt time.Time
 }
 
@@ -150,7 +151,7 @@ func (d *direct) roundTrip(ctx context.Context, req *http.Request, key, addr str
 		if err != nil {
 			return nil, err
 		}
-		pc = &pconn{c: c, key: key, br: bufio.NewReader(c)}
+		pc = &pconn{c: c, key: key, br: bufio.NewReader(c), live: newProbe(socket(c))}
 	}
 	if info := (httptrace.GotConnInfo{Conn: pc.c, Reused: reused, WasIdle: reused}); g != nil {
 		g.arm(info)
@@ -272,7 +273,7 @@ func (d *direct) take(key string) *pconn {
 		pc := l[len(l)-1]
 		l[len(l)-1] = nil
 		d.idle[key] = l[:len(l)-1]
-		if time.Since(pc.idleAt) < d.idleFor && alive(socket(pc.c)) {
+		if time.Since(pc.idleAt) < d.idleFor && pc.live.alive() {
 			return pc
 		}
 		_ = pc.c.Close()

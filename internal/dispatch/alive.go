@@ -16,26 +16,29 @@ import (
 type openRequests struct {
 	mu   sync.Mutex
 	next uint64
-	m    map[uint64]*held
+	m    map[uint64]held
 }
 
-// add puts d into the set and returns the func that takes it out again.
+// add puts d into the set and returns the key that remove takes it out
+// with (a key, not a func: the closure cost an allocation per request).
 // The time d was last extended is not known here (it may have waited in
 // the buffer since), so the next keep-alive round extends it.
-func (o *openRequests) add(d queue.Delivery) (remove func()) {
+func (o *openRequests) add(d queue.Delivery) uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
-		o.m = map[uint64]*held{}
+		o.m = map[uint64]held{}
 	}
 	o.next++
-	k := o.next
-	o.m[k] = &held{d: d}
-	return func() {
-		o.mu.Lock()
-		delete(o.m, k)
-		o.mu.Unlock()
-	}
+	o.m[o.next] = held{d: d}
+	return o.next
+}
+
+// remove takes the delivery add returned k for out of the set.
+func (o *openRequests) remove(k uint64) {
+	o.mu.Lock()
+	delete(o.m, k)
+	o.mu.Unlock()
 }
 
 // len returns how many deliveries the set holds.
@@ -51,10 +54,11 @@ func (o *openRequests) stale(now time.Time, age time.Duration) []queue.Delivery 
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []queue.Delivery
-	for _, h := range o.m {
+	for k, h := range o.m {
 		if now.Sub(h.fetched) >= age {
 			out = append(out, h.d)
 			h.fetched = now
+			o.m[k] = h
 		}
 	}
 	return out

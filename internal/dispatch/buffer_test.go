@@ -238,11 +238,11 @@ func TestOpenRequestsStale(t *testing.T) {
 	if got := ids(o.stale(t0, age)); len(got) != 0 {
 		t.Errorf("stale of an empty set = %v, want none", got)
 	}
-	removeA := o.add(mk("vip", "a")[0])
+	a := o.add(mk("vip", "a")[0])
 	if got, want := ids(o.stale(t0, age)), []string{"a"}; !slices.Equal(got, want) {
 		t.Errorf("stale right after a was added = %v, want %v (not known when last extended)", got, want)
 	}
-	removeB := o.add(mk("vip", "b")[0])
+	b := o.add(mk("vip", "b")[0])
 	for _, tt := range []struct {
 		at   time.Duration
 		want []string
@@ -259,12 +259,12 @@ func TestOpenRequestsStale(t *testing.T) {
 			t.Errorf("stale at t0+%s = %v, want %v", tt.at, got, tt.want)
 		}
 	}
-	removeA()
+	o.remove(a)
 	if got, want := ids(o.stale(t0.Add(time.Hour), age)), []string{"b"}; !slices.Equal(got, want) {
 		t.Errorf("stale after a was removed = %v, want %v", got, want)
 	}
-	removeB()
-	removeB() // a second call removes nothing more
+	o.remove(b)
+	o.remove(b) // a second call removes nothing more
 	if n := o.len(); n != 0 {
 		t.Errorf("set holds %d after both were removed, want 0", n)
 	}

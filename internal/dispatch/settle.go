@@ -32,7 +32,7 @@ const (
 // was sent: the slot is forfeited and the job goes back to the front of its
 // lane.
 func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
-	defer e.sending.add(d)() // kept alive until settled: see keepAlive
+	defer e.sending.remove(e.sending.add(d)) // kept alive until settled: see keepAlive
 	j := d.Job()
 	e.metrics.inFlight(1)
 	e.open.Add(1)

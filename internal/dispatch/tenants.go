@@ -225,7 +225,7 @@ func (e *Engine) sendForTenant(ctx, sendCtx context.Context, d queue.Delivery, n
 		defer release()
 		waiting := e.sending.add(d) // kept alive while it waits for its slots
 		slot, err := e.tenants.TakeFor(ctx, d.Job().User, n, e.ahead)
-		waiting()
+		e.sending.remove(waiting)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.backendError("pacer", err)
