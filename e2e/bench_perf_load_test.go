@@ -143,6 +143,8 @@ func printPerf(w io.Writer, f map[string]*perfFigures) {
 	row("ceiling, no cap, 30,000 backlog, jobs/s", fmt.Sprintf("%.0f", b.ceiling),
 		fmt.Sprintf("%.0f (%s)", r.ceiling, ratio(r.ceiling, b.ceiling)), fmt.Sprintf("%.0f (%s)", n.ceiling, ratio(n.ceiling, b.ceiling)),
 		"≥1.3× redis, ≥1.1× nats", met(r.ceiling >= 1.3*b.ceiling), met(n.ceiling >= 1.1*b.ceiling))
+	row(fmt.Sprintf("  the same at sink.max_in_flight %d (default 256), jobs/s", perfFewInFlight), "–",
+		fmt.Sprintf("%.0f (%s)", r.ceilingFew, ratio(r.ceilingFew, b.ceiling)), fmt.Sprintf("%.0f (%s)", n.ceilingFew, ratio(n.ceilingFew, b.ceiling)), "–", "", "")
 	row("CPU ms per 1,000 jobs at the ceiling", fmt.Sprintf("%.1f", b.cpuPer1000.Seconds()*1e3),
 		fmt.Sprintf("%.1f (%s)", r.cpuPer1000.Seconds()*1e3, ratio(r.cpuPer1000.Seconds(), b.cpuPer1000.Seconds())),
 		fmt.Sprintf("%.1f (%s)", n.cpuPer1000.Seconds()*1e3, ratio(n.cpuPer1000.Seconds(), b.cpuPer1000.Seconds())), "–", "", "")

@@ -39,8 +39,11 @@ func TestBenchTablePerf(t *testing.T) {
 		f.latency, f.rode, f.calls = perfLatency(t, b)
 		f.hop = perfHop(t, b)
 		runtime.GC()
-		f.ceilingFigures = perfCeiling(t, b)
+		f.ceilingFigures = perfCeiling(t, b, "")
 		if b != "baseline" {
+			runtime.GC()
+			f.ceilingFew = perfCeiling(t, b, fmt.Sprintf("-inflight%d", perfFewInFlight),
+				fmt.Sprintf("SLUICE_SINK_MAX_IN_FLIGHT=%d", perfFewInFlight)).ceiling
 			runtime.GC()
 			f.load = perfLoad(t, b)
 		}
@@ -53,12 +56,13 @@ func TestBenchTablePerf(t *testing.T) {
 // perfFigures are one column of the table.
 type perfFigures struct {
 	ceilingFigures
-	latency [3]time.Duration
-	rode    float64          // share of the measured latency jobs whose slot rode on their fetch (pacer.Ride)
-	calls   callTimes        // Redis's own time per call at 200/s, after the latency row
-	hop     [2]time.Duration // the queue's part of the latency: p50, p99
-	load    loadFigures
-	grants  float64 // pacer grants/s, 4 × 8 callers
+	ceilingFew float64 // jobs/s, no cap, at sink.max_in_flight perfFewInFlight
+	latency    [3]time.Duration
+	rode       float64          // share of the measured latency jobs whose slot rode on their fetch (pacer.Ride)
+	calls      callTimes        // Redis's own time per call at 200/s, after the latency row
+	hop        [2]time.Duration // the queue's part of the latency: p50, p99
+	load       loadFigures
+	grants     float64 // pacer grants/s, 4 × 8 callers
 }
 
 // loadFigures are counted at 5,000/s offered (round trips) and 10,000/s
@@ -72,6 +76,12 @@ type loadFigures struct {
 const (
 	perfCeilingJobs = 30000
 	perfWorkers     = 32 // the baseline's goroutines
+	// perfFewInFlight is sink.max_in_flight in the second ceiling run of
+	// each backend (the default is 256 per replica): with no cap, the
+	// replicas fill every connection they may open while the provider, on
+	// the same cores, is the bottleneck, and the row shows what those
+	// waiting requests cost.
+	perfFewInFlight = 32
 )
 
 // ceilingFigures are what the ceiling run measures.
@@ -250,10 +260,13 @@ func perfLatency(t *testing.T, backend string) (l [3]time.Duration, rode float64
 // CPU per 1,000 jobs and the replicas' allocations per job, counted from
 // the first delivery to the last, and the slots the replicas forfeited per
 // job (late or unclaimed: a CPU-starved replica forfeits many), their
-// calls for slots and their batches of acks per job.
-func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
-	t.Run("ceiling-"+backend, func(t *testing.T) {
-		c := newPerfCluster(t, backend, 1e6, "SLUICE_PACER_BURST=1000", "SLUICE_METRICS_PPROF=true")
+// calls for slots and their batches of acks per job. The subtest is named
+// ceiling-<backend><suffix>; env goes to the replicas (configuration by
+// environment, SLUICE_...).
+func perfCeiling(t *testing.T, backend, suffix string, env ...string) (f ceilingFigures) {
+	name := "ceiling-" + backend + suffix
+	t.Run(name, func(t *testing.T) {
+		c := newPerfCluster(t, backend, 1e6, append([]string{"SLUICE_PACER_BURST=1000", "SLUICE_METRICS_PPROF=true"}, env...)...)
 		if c.list != "" {
 			for i := 0; i < perfCeilingJobs; i += 500 {
 				ids := make([]string, 500)
@@ -271,7 +284,7 @@ func perfCeiling(t *testing.T, backend string) (f ceilingFigures) {
 		c.waitDelivered(1, 30*time.Second)
 		s0 := c.sample(t)
 		if dir := os.Getenv("SLUICE_BENCH_PROFILE"); dir != "" && c.list == "" {
-			profileReplica(t, c.cluster, filepath.Join(dir, "ceiling-"+backend+".pprof"))
+			profileReplica(t, c.cluster, filepath.Join(dir, name+".pprof"))
 		}
 		c.waitDelivered(perfCeilingJobs, 3*time.Minute)
 		s1 := c.sample(t)
