@@ -24,10 +24,11 @@ import (
 
 // TestBenchTablePerf prints the performance table of `make bench` (issue
 // 15): for each backend and for a bare Redis list worker (the baseline,
-// perf_baseline_test.go) run in the same test, the ceiling, CPU per job,
-// latency under the cap, round trips per job, the replicas' peak RSS and
-// the pacer's grants per second, each with its ratio to the baseline and
-// whether its target is met. Only with SLUICE_BENCH=1.
+// perf_baseline_test.go) run in the same test, the ceiling (for sluice also
+// at sink.max_in_flight perfFewInFlight), CPU per job, latency under the
+// cap, round trips per job, the replicas' peak RSS and the pacer's grants
+// per second, each with its ratio to the baseline and whether its target
+// is met. Only with SLUICE_BENCH=1.
 func TestBenchTablePerf(t *testing.T) {
 	if os.Getenv("SLUICE_BENCH") == "" {
 		t.Skip("set SLUICE_BENCH=1 (make bench) to run the end-to-end benchmark")
