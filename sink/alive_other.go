@@ -4,15 +4,13 @@ package sink
 
 import "net"
 
-// alive reports whether c is still open. Without a non-blocking read of
-// the socket it cannot tell: a kept connection is trusted for spareAge.
-func alive(net.Conn) bool { return true }
-
 // probe is alive for one connection, checked again and again.
 type probe struct{}
 
 // newProbe returns the probe of c.
 func newProbe(net.Conn) *probe { return &probe{} }
 
-// alive reports whether the probed connection is still open: always, here.
+// alive reports whether the probed connection is still open. Without a
+// non-blocking read of the socket it cannot tell: a kept connection is
+// trusted for spareAge.
 func (*probe) alive() bool { return true }

@@ -8,12 +8,6 @@ import (
 	"syscall"
 )
 
-// alive reports whether c, a connection idle on our side, is still open:
-// a non-blocking read of its socket finds nothing to read (a server that
-// closed it would have its EOF read; one that sent something unasked
-// leaves it unusable).
-func alive(c net.Conn) bool { return newProbe(c).alive() }
-
 // probe is alive for one connection, checked again and again (a kept
 // connection, before each request it carries): the socket's raw
 // connection is looked up once and the read's callback bound once, so a
@@ -55,7 +49,10 @@ func (p *probe) read(fd uintptr) bool {
 	return true
 }
 
-// alive reports whether the probed connection is still open (see alive).
+// alive reports whether the probed connection, idle on our side, is still
+// open: a non-blocking read of its socket finds nothing to read (a server
+// that closed it would have its EOF read; one that sent something unasked
+// leaves it unusable).
 func (p *probe) alive() bool {
 	if p.bad {
 		return false
