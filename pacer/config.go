@@ -96,6 +96,15 @@ func (systemClock) Now() time.Time { return time.Now() }
 // pacer's own speed does not meet it.
 const MaxRate = 10_000_000
 
+// MinRate is the lowest rate a schedule may run at, slots per second: one
+// slot in about 17 minutes. Below it a slot's interval in microseconds no
+// longer fits the pacer's durations.
+const MinRate = 0.001
+
+// validRate reports whether rate is a rate a schedule may run at: finite,
+// between MinRate and MaxRate.
+func validRate(rate float64) bool { return rate >= MinRate && rate <= MaxRate }
+
 // Defaults applied by SetDefaults.
 const (
 	DefaultHorizon = 50 * time.Millisecond
@@ -191,13 +200,13 @@ func (c *Config) Validate() error {
 	if !nameRE.MatchString(c.Name) {
 		bad("name", "%q must be 1-64 letters, digits, '_' or '-'", c.Name)
 	}
-	if !(c.Rate > 0) || c.Rate > MaxRate {
-		bad("rate", "must be more than 0 and at most %d slots/s, got %v", int(MaxRate), c.Rate)
+	if !validRate(c.Rate) {
+		bad("rate", "must be between %g and %d slots/s, got %v", MinRate, int(MaxRate), c.Rate)
 	}
 	if c.Burst < 0 || c.Burst > 1e6 {
 		bad("burst", "must be between 1 and 1000000, got %d", c.Burst)
 	}
-	if c.Horizon < 0 || c.Horizon > MaxHorizon {
+	if c.Horizon < 0 || (c.Horizon > 0 && c.Horizon < time.Millisecond) || c.Horizon > MaxHorizon {
 		bad("horizon", "must be between 1ms and %s, got %s", MaxHorizon, c.Horizon)
 	}
 	if c.MaxBatch < 0 || c.MaxBatch > 10000 {
@@ -206,7 +215,7 @@ func (c *Config) Validate() error {
 	if c.MaxLateness < 0 || c.MaxLateness > time.Second {
 		bad("max_lateness", "must be between 0 and 1s, got %s", c.MaxLateness)
 	}
-	if c.Headroom >= 0.5 {
+	if !(c.Headroom < 0.5) { // NaN too: it would reach the shared schedule
 		bad("headroom", "must be less than 0.5 (a fraction of the rate; negative for none), got %v", c.Headroom)
 	}
 	c.DegradedConfig.validate(bad)

@@ -46,8 +46,8 @@ func (p *Pacer) Controls() *Controls {
 // schedule, from each one's next Redis call, until ClearOverrides. The
 // override stays in Redis (and survives a restart only when Redis persists).
 func (p *Controls) SetRate(ctx context.Context, rate float64) error {
-	if !(rate > 0) || rate > MaxRate {
-		return fmt.Errorf("pacer: set rate: %w: rate must be more than 0 and at most %d, got %v", ErrInvalidConfig, int(MaxRate), rate)
+	if !validRate(rate) {
+		return fmt.Errorf("pacer: set rate: %w: rate must be between %g and %d, got %v", ErrInvalidConfig, MinRate, int(MaxRate), rate)
 	}
 	return p.hset(ctx, "set rate", "rate_override", strconv.FormatFloat(rate, 'f', -1, 64))
 }

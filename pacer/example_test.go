@@ -39,5 +39,5 @@ func ExampleNew_invalid() {
 	fmt.Println(err)
 	// Output:
 	// pacer: invalid config: pacer.name: "" must be 1-64 letters, digits, '_' or '-'
-	// pacer: invalid config: pacer.rate: must be more than 0 and at most 10000000 slots/s, got -5
+	// pacer: invalid config: pacer.rate: must be between 0.001 and 10000000 slots/s, got -5
 }

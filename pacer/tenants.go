@@ -54,12 +54,12 @@ func (t Tenants) rate(tenant string) float64 {
 }
 
 func (t *Tenants) validate(bad func(key, format string, args ...any)) {
-	if t.DefaultRate < 0 || t.DefaultRate > MaxRate {
-		bad("tenants.default_rate", "must be between 0 (no limit) and %d requests/s, got %v", int(MaxRate), t.DefaultRate)
+	if t.DefaultRate != 0 && !validRate(t.DefaultRate) {
+		bad("tenants.default_rate", "must be 0 (no limit) or between %g and %d requests/s, got %v", MinRate, int(MaxRate), t.DefaultRate)
 	}
 	for _, name := range slices.Sorted(maps.Keys(t.Rates)) {
-		if r := t.Rates[name]; !(r > 0) || r > MaxRate {
-			bad("tenants.rates."+name, "must be more than 0 and at most %d requests/s, got %v", int(MaxRate), r)
+		if r := t.Rates[name]; !validRate(r) {
+			bad("tenants.rates."+name, "must be between %g and %d requests/s, got %v", MinRate, int(MaxRate), r)
 		}
 		if name == "" {
 			bad("tenants.rates", "a tenant name must not be empty")

@@ -3,6 +3,7 @@ package pacer
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -187,8 +188,13 @@ func TestScheduleOverrides(t *testing.T) {
 		{at: 450 * ms, n: 2, granted: 1, first: 500 * ms},
 		{at: 560 * ms, n: 2, granted: 1, first: 600 * ms}, // back to 100ms apart
 	})
-	if err := p.Controls().SetRate(ctx, 0); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("SetRate(0): got %v, want ErrInvalidConfig", err)
+	for _, bad := range []float64{0, 1e-7, math.NaN(), math.Inf(1)} {
+		if err := p.Controls().SetRate(ctx, bad); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("SetRate(%v): got %v, want ErrInvalidConfig", bad, err)
+		}
+		if err := p.Controls().SetTenantRate(ctx, "acme", bad); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("SetTenantRate(%v): got %v, want ErrInvalidConfig", bad, err)
+		}
 	}
 }
 
@@ -282,6 +288,18 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Name: "", Rate: 0}, []string{"pacer.name", "pacer.rate"}},
 		{Config{Name: "a b", Rate: -1, Burst: -1, Horizon: -1, MaxBatch: -1, MaxLateness: -1, Headroom: 0.5},
 			[]string{"pacer.name", "pacer.rate", "pacer.burst", "pacer.horizon", "pacer.max_batch", "pacer.max_lateness", "pacer.headroom"}},
+		// Values that pass a plain comparison: NaN fails every one, a tiny
+		// rate's interval overflows a time.Duration, a horizon under 1ms
+		// rounds to nothing in the scripts.
+		{Config{Name: "sms", Rate: math.NaN()}, []string{"pacer.rate"}},
+		{Config{Name: "sms", Rate: 1e-7}, []string{"pacer.rate"}},
+		{Config{Name: "sms", Rate: math.Inf(1)}, []string{"pacer.rate"}},
+		{Config{Name: "sms", Rate: MinRate}, nil},
+		{Config{Name: "sms", Rate: 400, Headroom: math.NaN()}, []string{"pacer.headroom"}},
+		{Config{Name: "sms", Rate: 400, Horizon: 500 * time.Microsecond}, []string{"pacer.horizon"}},
+		{Config{Name: "sms", Rate: 400, Tenants: Tenants{DefaultRate: math.NaN()}}, []string{"pacer.tenants.default_rate"}},
+		{Config{Name: "sms", Rate: 400, Tenants: Tenants{DefaultRate: 1e-9}}, []string{"pacer.tenants.default_rate"}},
+		{Config{Name: "sms", Rate: 400, Tenants: Tenants{Rates: map[string]float64{"acme": math.NaN()}}}, []string{"pacer.tenants.rates.acme"}},
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
