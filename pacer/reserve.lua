@@ -406,8 +406,19 @@ for j = 1, m do
 end
 if #args > 0 then
   redis.call('HSET', KEYS[3], unpack(args))
-  -- Idle tenants' tats are in the past and mean nothing: let the hash go
-  -- once every tat in it has passed.
+  -- Idle tenants' tats are in the past and mean nothing (a missing tat
+  -- reads as 0, the same). Traffic keeps the hash alive, so a sample of
+  -- it, more fields than this call wrote, loses those whose tat has passed:
+  -- the hash stays near twice the tenants with a tat ahead, however many
+  -- users come and go.
+  local sample = redis.call('HRANDFIELD', KEYS[3], #args + 16, 'WITHVALUES')
+  local gone = {}
+  for i = 1, #sample, 2 do
+    local v = tonumber(sample[i + 1])
+    if not v or v < now then gone[#gone + 1] = sample[i] end
+  end
+  if #gone > 0 then redis.call('HDEL', KEYS[3], unpack(gone)) end
+  -- And let the hash go once every tat in it has passed.
   local keep = redis.call('PTTL', KEYS[3])
   if keep < ttl + 1000 then redis.call('PEXPIRE', KEYS[3], ttl + 1000) end
 end

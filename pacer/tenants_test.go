@@ -2,6 +2,7 @@ package pacer
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -235,4 +236,34 @@ func TestTakeForSpendsTenantSlots(t *testing.T) {
 		t.Errorf("the other caller took %d of tenant a's slots; want at most 3", stolen)
 	}
 	t.Logf("tenant a: %d jobs of cost 3; the other caller: %d slots, %d of them tenant a's", len(jobs), others, stolen)
+}
+
+// Users who come once each, under a default tenant rate, do not pile up in
+// the tenants hash while traffic keeps it alive: each call that writes a
+// tat sweeps a sample of the hash for tats that have passed.
+func TestTenantsHashForgetsIdleTenants(t *testing.T) {
+	ctx := context.Background()
+	p, m := newTimeline(t, Config{Rate: 1000, Horizon: 50 * ms, Tenants: Tenants{DefaultRate: 1000}})
+	const users = 2000
+	user := 0
+	p.SetTenantDemand(func() []TenantDemand { return []TenantDemand{{fmt.Sprintf("u%d", user), 1}} })
+	for ; user < users; user++ {
+		m.SetTime(t0.Add(time.Duration(user) * 5 * ms))
+		r, err := p.Reserve(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Granted != 1 || len(r.SlotTenants) != 1 || r.SlotTenants[0] == "" {
+			t.Fatalf("call %d: granted %d to %q, want one slot to u%d", user, r.Granted, r.SlotTenants, user)
+		}
+	}
+	fields, err := m.HKeys(tenantsKey("timeline"))
+	n := len(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each call leaves one tat ahead (its own, 1ms on); the rest passed.
+	if n > 64 {
+		t.Errorf("tenants hash holds %d fields after %d one-time users, want at most 64", n, users)
+	}
 }
