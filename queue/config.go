@@ -38,7 +38,8 @@ type Config struct {
 	// MaxAttempts is how many deliveries a job gets before it is
 	// dead-lettered. Zero means 8.
 	MaxAttempts int `yaml:"max_attempts"`
-	// DedupWindow is how long an idempotency key is remembered. Zero means 10m.
+	// DedupWindow is how long an idempotency key is remembered. Zero means
+	// 10m; when set, at least 1ms.
 	DedupWindow time.Duration `yaml:"dedup_window"`
 	// MaxPayloadBytes bounds a job's payload. Zero means 64 KiB.
 	MaxPayloadBytes int `yaml:"max_payload_bytes"`
@@ -123,8 +124,9 @@ func (c *Config) Validate() error {
 	if c.MaxAttempts < 0 {
 		bad("max_attempts", "must be at least 1, got %d", c.MaxAttempts)
 	}
-	if c.DedupWindow < 0 {
-		bad("dedup_window", "must not be negative, got %s", c.DedupWindow)
+	if c.DedupWindow < 0 || (c.DedupWindow > 0 && c.DedupWindow < time.Millisecond) {
+		bad("dedup_window", "must be at least 1ms (0 means %s), got %s: Redis keeps an idempotency key for whole milliseconds",
+			DefaultDedupWindow, c.DedupWindow)
 	}
 	if c.MaxPayloadBytes < 0 || c.MaxPayloadBytes > 16<<20 {
 		bad("max_payload_bytes", "must be between 1 and 16 MiB, got %d", c.MaxPayloadBytes)

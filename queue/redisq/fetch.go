@@ -221,18 +221,26 @@ func (q *Queue) block(lane string, n int, d time.Duration) ([]queue.Delivery, er
 	return ds, nil
 }
 
-// delivery builds the delivery of stream entry eid. An entry whose job
-// cannot be decoded is dead-lettered at once with the reason, and nil is
-// returned.
+// delivery builds the delivery of stream entry eid of lane. The job's Lane
+// is the lane it was fetched from, whatever the stored job says: a dead
+// letter of a lane the queue no longer has is requeued into another lane
+// with its old lane in its JSON. An entry whose job cannot be decoded is
+// dead-lettered at once with the reason, and nil is returned; when that
+// fails, the entry comes back after the visibility timeout, and the
+// failure is logged at Warn.
 func (q *Queue) delivery(lane, eid string, attempts, deliveries int64, body string) *delivery {
 	d := &delivery{q: q, lane: lane, entry: eid, deliveries: deliveries}
 	if err := json.Unmarshal([]byte(body), &d.job); err != nil || d.job.ID == "" {
 		reason := fmt.Sprintf("unreadable job in entry %s of lane %s: %v", eid, lane, err)
 		d.job = queue.Job{ID: "entry-" + eid, Lane: lane, Payload: json.RawMessage(`null`)}
 		d.raw = body
-		_ = d.DeadLetter(context.Background(), reason)
+		if err := d.DeadLetter(context.Background(), reason); err != nil {
+			q.log.Warn("redisq: could not dead-letter an unreadable entry; it comes back after the visibility timeout",
+				"queue", q.cfg.Name, "lane", lane, "entry", eid, "err", err)
+		}
 		return nil
 	}
+	d.job.Lane = lane
 	d.job.Attempt = int(attempts + deliveries)
 	return d
 }

@@ -53,9 +53,12 @@ func (q *Queue) Locate(ctx context.Context, id string) (queue.Location, error) {
 }
 
 // Cancel implements queue.Canceler: a waiting job's stream entry is
-// deleted (by a script that checks that no consumer holds it), a delayed
-// job's member removed, a dead letter deleted. A job that moves while it
-// is being cancelled is looked for once more.
+// deleted (by a script that checks that no consumer holds it), a dead
+// letter deleted, and a job in a due-later set has its member removed by
+// one ZREM. That is a delayed job, or one already due that no fetch has
+// moved into its lane yet, which is waiting and is cancelled as such. A
+// job that moves while it is being cancelled (a fetch promotes it, say)
+// is looked for once more.
 func (q *Queue) Cancel(ctx context.Context, id string) (queue.State, error) {
 	for range 2 {
 		f, err := q.find(ctx, id)
@@ -63,16 +66,16 @@ func (q *Queue) Cancel(ctx context.Context, id string) (queue.State, error) {
 			return "", fmt.Errorf("redisq: cancel %s: %w", id, err)
 		}
 		var n int64
-		switch f.loc.State {
-		case queue.StateUnknown:
+		switch {
+		case f.loc.State == queue.StateUnknown:
 			return f.loc.State, fmt.Errorf("redisq: cancel %s: %w", id, queue.ErrNotFound)
-		case queue.StateInFlight:
+		case f.loc.State == queue.StateInFlight:
 			return f.loc.State, fmt.Errorf("redisq: cancel %s: %w", id, queue.ErrInFlight)
-		case queue.StateDelayed:
+		case f.set != "": // delayed, or due and not yet promoted: waiting
 			n, err = q.client.ZRem(ctx, f.set, f.member).Result()
-		case queue.StateWaiting:
+		case f.loc.State == queue.StateWaiting:
 			n, err = cancelScript.Run(ctx, q.client, []string{f.stream}, "entry", f.entry, id, group).Int64()
-		case queue.StateDead:
+		case f.loc.State == queue.StateDead:
 			n, err = cancelScript.Run(ctx, q.client, []string{f.stream, q.keys.deadIndex()}, "dead", f.entry, id).Int64()
 		}
 		switch {
@@ -128,7 +131,8 @@ func (q *Queue) findDead(ctx context.Context, id string) (found, bool, error) {
 
 // findDelayed scans each lane's due-later set for the job's member,
 // "<token>:<attempts>:<len(id)>:<id><job JSON>". A member already due
-// (promoted at the next fetch) is waiting.
+// (promoted at the next fetch) is waiting; either way set and member say
+// what Cancel removes, and stream and entry are empty.
 func (q *Queue) findDelayed(ctx context.Context, id string) (found, bool, error) {
 	match := "*:" + strconv.Itoa(len(id)) + ":" + globEscape(id) + "{*"
 	now, err := q.client.Time(ctx).Result()

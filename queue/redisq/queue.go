@@ -211,7 +211,7 @@ func (q *Queue) enqueue(ctx context.Context, jobs []*queue.Job) ([]queue.Enqueue
 	L := len(q.cfg.Lanes)
 	keys := append(q.keys.lanes(q.cfg.Lanes), q.keys.delayedSets(q.cfg.Lanes)...)
 	args := make([]any, 0, 2+6*len(jobs))
-	args = append(args, L, q.cfg.DedupWindow.Milliseconds())
+	args = append(args, L, windowMillis(q.cfg.DedupWindow))
 	for _, j := range jobs {
 		body, err := json.Marshal(j)
 		if err != nil {
@@ -251,6 +251,19 @@ func (q *Queue) enqueue(ctx context.Context, jobs []*queue.Job) ([]queue.Enqueue
 		return nil, err
 	}
 	return res, nil
+}
+
+// windowMillis returns the dedup window d in whole ms for enqueue.lua's
+// SET ... PX, rounded up: Redis refuses PX 0, after the script has stored
+// the batch's earlier jobs, so a positive window under 1ms (which
+// queue.Config.Validate refuses) is kept for 1ms rather than failing half
+// a batch.
+func windowMillis(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d > time.Duration(ms)*time.Millisecond {
+		ms++
+	}
+	return max(ms, 1)
 }
 
 // plain stores one job that needs nothing of enqueue.lua (no idempotency
