@@ -24,12 +24,18 @@ type Request struct {
 	Method string `json:"method,omitempty"`
 	// URL replaces the sink's base URL (sink.url): an absolute http or https
 	// URL whose host is the base URL's or one listed in sink.allowed_hosts.
-	// It may not carry credentials or a fragment. Empty means sink.url.
+	// When sink.url is https it must be https too, whichever the host, so
+	// that the sink's credentials never travel in clear (an http sink.url
+	// may be named with https). It may not carry credentials or a
+	// fragment. Empty means sink.url.
 	URL string `json:"url,omitempty"`
 	// Path is appended to the path of the URL (sink.url, or URL): with
 	// sink.url http://host/api and path /v2/sms the request goes to
-	// http://host/api/v2/sms. It starts with '/' and holds no "." or ".."
-	// segment, no '?' and no '#'.
+	// http://host/api/v2/sms. It is an escaped path, sent as written,
+	// percent-encoding included: /contacts/ann%40example.com goes as is, and
+	// %2F stays within its segment; a byte a URL path cannot hold as it is
+	// (a space) is percent-encoded. It starts with '/' and holds no "." or
+	// ".." segment, escaped or not (%2e%2e), no '?' and no '#'.
 	Path string `json:"path,omitempty"`
 	// Query adds parameters to the URL's query. A parameter that the
 	// sink's URL already has cannot be set (it may hold an API key).
@@ -117,13 +123,25 @@ func checkRequestPath(p string) string {
 	case strings.ContainsAny(p, "?#\\\x00\r\n"):
 		return "must not contain '?', '#', '\\' or control characters (use request.query)"
 	}
+	if seg := dotSegment(p); seg != "" {
+		return fmt.Sprintf("must not have a %q segment", seg)
+	}
+	decoded, err := url.PathUnescape(p)
+	if err != nil {
+		return "not a valid URL path (bad percent-encoding)"
+	}
+	if seg := dotSegment(decoded); seg != "" {
+		return fmt.Sprintf("must not have a %q segment, even percent-encoded", seg)
+	}
+	return ""
+}
+
+// dotSegment returns the first "." or ".." segment of path p, "" if none.
+func dotSegment(p string) string {
 	for _, seg := range strings.Split(p, "/") {
 		if seg == "." || seg == ".." {
-			return fmt.Sprintf("must not have a %q segment", seg)
+			return seg
 		}
-	}
-	if u, err := url.Parse(p); err != nil || u.Path == "" {
-		return "not a valid URL path"
 	}
 	return ""
 }
@@ -138,9 +156,10 @@ var reservedRequestHeaders = []string{
 
 // CheckHeader reports, as a reason, what is wrong with a header a job asks
 // for: a name that is not a token, one the sink sets itself (see
-// Request.Headers), or a value with CR, LF or NUL or over 2 KiB. It
-// returns "" for a header a job may set. Sinks check the header against
-// their configured headers besides.
+// Request.Headers), or a value over 2 KiB, not UTF-8, or with a control
+// character (any byte below 0x20 but horizontal tab, or DEL), which
+// net/http would refuse to send. It returns "" for a header a job may set.
+// Sinks check the header against their configured headers besides.
 func CheckHeader(name, value string) string {
 	canon := http.CanonicalHeaderKey(name)
 	switch {
@@ -150,10 +169,22 @@ func CheckHeader(name, value string) string {
 		return "set by the sink itself, cannot be set by a job"
 	case len(value) > maxRequestBytes:
 		return fmt.Sprintf("value longer than %d bytes", maxRequestBytes)
-	case strings.ContainsAny(value, "\r\n\x00") || !utf8.ValidString(value):
-		return "value must be UTF-8 without CR, LF or NUL"
+	case !utf8.ValidString(value) || hasControl(value):
+		return "value must be UTF-8 without control characters, that is without CR, LF, NUL, DEL or another byte below 0x20 but tab"
 	}
 	return ""
+}
+
+// hasControl reports whether header value v has a byte that a header field
+// value may not hold (RFC 9110, section 5.5): a control character other
+// than horizontal tab. Bytes from 0x80 are allowed (UTF-8).
+func hasControl(v string) bool {
+	for _, c := range []byte(v) {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 func validHeaderName(name string) bool {

@@ -15,13 +15,13 @@ import (
 
 // Bounds are what the HTTP sink's configuration lets a job choose of its
 // request (queue.Job.Request): the host (sink.url's, or one of
-// sink.allowed_hosts), query parameters other than sink.url's, headers
-// other than the sink's own and the configured ones, and a payload the
-// encoding can carry. The HTTP sink checks every job against them before
-// it sends, and a producer that knows the configuration checks at enqueue
-// (producer.WithJobCheck(b.Check)), so that a job out of bounds is refused
-// while its producer can still be told. Bounds hold no secret. A Bounds is
-// safe for concurrent use.
+// sink.allowed_hosts; over https when sink.url is https), query
+// parameters other than sink.url's, headers other than the sink's own and
+// the configured ones, and a payload the encoding can carry. The HTTP
+// sink checks every job against them before it sends, and a producer that
+// knows the configuration checks at enqueue (producer.WithJobCheck(b.Check)),
+// so that a job out of bounds is refused while its producer can still be
+// told. Bounds hold no secret. A Bounds is safe for concurrent use.
 type Bounds struct {
 	base      *url.URL   // sink.url without credentials
 	baseQuery url.Values // sink.url's query
@@ -122,20 +122,23 @@ func (b *Bounds) build(r *queue.Request) (target, error) {
 		switch {
 		case err != nil || (ju.Scheme != "http" && ju.Scheme != "https") || ju.Host == "" || ju.User != nil:
 			bad("request.url", "must be an absolute http or https URL without credentials")
+		case !strings.EqualFold(ju.Host, b.base.Host) && !b.allows(ju):
+			bad("request.url", "host %s is neither sink.url's (%s) nor in sink.allowed_hosts", ju.Host, b.base.Host)
+		case b.base.Scheme == "https" && ju.Scheme != "https":
+			bad("request.url", "must be https, not %s, because sink.url is (the sink's credentials never travel in clear)", ju.Scheme)
 		case strings.EqualFold(ju.Host, b.base.Host):
 			u, query = *ju, ju.Query()
 			for k, vs := range b.baseQuery {
 				query[k] = vs // the base's parameters stay the base's
 			}
-		case b.allows(ju):
+		default: // an allowed host
 			u, query, t.own = *ju, ju.Query(), false
-		default:
-			bad("request.url", "host %s is neither sink.url's (%s) nor in sink.allowed_hosts", ju.Host, b.base.Host)
 		}
 	}
 	if r.Path != "" {
-		u.Path = strings.TrimSuffix(u.Path, "/") + r.Path
-		u.RawPath = ""
+		if err := appendPath(&u, r.Path); err != nil {
+			bad("request.path", "%v", err)
+		}
 	}
 	if query == nil {
 		query = url.Values{}
@@ -169,6 +172,45 @@ func (b *Bounds) build(r *queue.Request) (target, error) {
 	t.url = u.String()
 	t.redacted = redact(&u)
 	return t, nil
+}
+
+// appendPath appends the escaped path p (request.path) to u's path, as
+// written: its percent-encoding ("%40", "%2F") is sent as is, and so is
+// u's own (sink.url's RawPath). A byte that cannot appear in a URL path as
+// it is (a space, a non-ASCII byte) is percent-encoded.
+func appendPath(u *url.URL, p string) error {
+	path, err := url.PathUnescape(p) // a path only: "//x" names no host
+	if err != nil {
+		return fmt.Errorf("not a valid URL path: %w", err)
+	}
+	base := u.EscapedPath()
+	if strings.HasSuffix(base, "/") { // then u.Path ends with '/' too
+		base, u.Path = strings.TrimSuffix(base, "/"), strings.TrimSuffix(u.Path, "/")
+	}
+	u.Path += path
+	u.RawPath = base + escapePath(p)
+	return nil
+}
+
+// escapePath returns the escaped path p with every byte that a URL path
+// cannot hold as it is percent-encoded, and the rest, "%XX" included, as
+// written.
+func escapePath(p string) string {
+	const upperhex = "0123456789ABCDEF"
+	var sb strings.Builder
+	sb.Grow(len(p))
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			strings.IndexByte("-._~/%!$&'()*+,;=:@[]", c) >= 0:
+			sb.WriteByte(c)
+		default:
+			sb.WriteByte('%')
+			sb.WriteByte(upperhex[c>>4])
+			sb.WriteByte(upperhex[c&15])
+		}
+	}
+	return sb.String()
 }
 
 // allows reports whether u's host is in sink.allowed_hosts: an entry

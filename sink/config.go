@@ -24,7 +24,10 @@ type HTTPConfig struct {
 	// Credentials in it (https://user:pass@host/) are sent as basic
 	// authentication, unless Headers has an Authorization, and never appear
 	// in errors or logs; prefer Auth. Its credentials and query go only to
-	// its own host, never to an allowed host a job names.
+	// its own host, never to an allowed host a job names. When it is https,
+	// a job's request.url must be https too, whether it names URL's host or
+	// an allowed one, so that the sink's credentials (URL's, Auth, Headers)
+	// never travel in clear; a job may name an http URL's host with https.
 	URL string `yaml:"url"`
 	// Method is the HTTP method of a job that names none: GET, POST, PUT,
 	// PATCH or DELETE. Zero means POST.
@@ -39,8 +42,9 @@ type HTTPConfig struct {
 	// none. Only with encoding raw. Zero means application/octet-stream.
 	ContentType string `yaml:"content_type"`
 	// AllowedHosts are the hosts besides URL's that a job's request.url may
-	// name ("api.example.com", or "host:port" for one port only). Zero
-	// means none: every request goes to URL's host.
+	// name ("api.example.com", or "host:port" for one port only), with
+	// https only when URL is https. Zero means none: every request goes to
+	// URL's host.
 	AllowedHosts []string `yaml:"allowed_hosts"`
 	// Auth is the authentication sent with every request. Zero means none
 	// (besides URL credentials and Headers).
