@@ -100,7 +100,7 @@ func (p *Pacer) settleClock(ctx context.Context) error {
 		}
 		recv := p.cfg.Clock.Now()
 		p.mu.Lock()
-		p.clock.add(sent, recv, at)
+		p.sampleLocked(sent, recv, at)
 		p.mu.Unlock()
 		p.notePeers(self, live)
 	}

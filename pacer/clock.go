@@ -49,20 +49,37 @@ const (
 func newClockMap() *clockMap { return &clockMap{best: -1} }
 
 // add records a round trip: sent at s, answered at r, the script ran at
-// Redis time at.
-func (c *clockMap) add(s, r, at time.Time) {
+// Redis time at. It reports whether the sample showed a step of the
+// clocks, after which the map starts over from it.
+func (c *clockMap) add(s, r, at time.Time) (stepped bool) {
 	rtt := max(r.Sub(s), 0)
 	smp := clockSample{mid: s.Add(rtt / 2), redis: at, rtt: rtt}
 	if c.stepped(smp) {
 		// One of the clocks stepped (an operator or NTP set it): the old
 		// samples describe another clock; start over.
-		c.n, c.next, c.nlead, c.best = 0, 0, 0, -1
+		c.reset()
+		stepped = true
 	}
 	c.samples[c.next] = smp
 	c.next = (c.next + 1) % clockSamples
 	c.n = min(c.n+1, clockSamples)
 	c.best = c.pick(r)
 	c.addLead(r, at)
+	return stepped
+}
+
+// reset forgets every sample.
+func (c *clockMap) reset() { c.n, c.next, c.nlead, c.best = 0, 0, 0, -1 }
+
+// ahead reports whether Redis time at, read by a call whose reply arrived
+// at local time r, lies after r on the map beyond its error bound (and a
+// millisecond's tolerance): Redis's clock stepped forward. It needs no
+// sending time, so it serves a ride's reply, which is no clock sample.
+func (c *clockMap) ahead(r, at time.Time) bool {
+	if c.best < 0 {
+		return false
+	}
+	return c.local(at).Sub(r) > c.samples[c.best].bound(r)+stepTolerance
 }
 
 // addLead records how long after the script ran at Redis time at (on the

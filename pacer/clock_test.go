@@ -73,3 +73,38 @@ func TestClockMapStartsOverAfterAStep(t *testing.T) {
 		t.Errorf("lead %s after a step, want the new sample's alone (≤ 2ms)", got)
 	}
 }
+
+// A reply whose Redis time lies after its arrival on the map, beyond the
+// map's error bound, shows Redis's clock stepped forward; one within the
+// bound, or before the arrival (a ride that waited), does not. add reports
+// a step the same way.
+func TestClockMapSeesAStepForward(t *testing.T) {
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	const skew = 5 * time.Second
+	c := newClockMap()
+	if c.ahead(base, base.Add(time.Hour)) {
+		t.Error("an empty map sees a step")
+	}
+	if c.add(base, base.Add(200*time.Microsecond), base.Add(100*time.Microsecond+skew)) {
+		t.Error("the first sample is a step")
+	}
+	recv := base.Add(10 * time.Millisecond)
+	for _, tc := range []struct {
+		at   time.Duration // Redis time of the reply, after recv on the true clock
+		want bool
+	}{
+		{-5 * time.Millisecond, false}, // ran long before it arrived (a ride behind a read)
+		{0, false},
+		{500 * time.Microsecond, false}, // within the bound and the tolerance
+		{5 * time.Millisecond, true},
+		{time.Minute, true},
+	} {
+		if got := c.ahead(recv, recv.Add(skew+tc.at)); got != tc.want {
+			t.Errorf("reply at %s after its arrival: ahead %v, want %v", tc.at, got, tc.want)
+		}
+	}
+	sent := base.Add(20 * time.Millisecond)
+	if !c.add(sent, sent.Add(200*time.Microsecond), sent.Add(100*time.Microsecond+skew+30*time.Millisecond)) {
+		t.Error("a sample 30ms ahead of the map is no step")
+	}
+}

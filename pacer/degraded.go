@@ -331,7 +331,7 @@ func (p *Pacer) probe(hold time.Duration) {
 		p.mu.Unlock()
 		return
 	}
-	p.clock.add(sent, recv, at)
+	p.sampleLocked(sent, recv, at)
 	d.on = false
 	since, granted := d.since, d.granted
 	p.mu.Unlock()

@@ -76,7 +76,7 @@ func (m *Members) Announce(ctx context.Context, id, report string, window time.D
 	if m.p != nil {
 		recv := m.p.cfg.Clock.Now()
 		m.p.mu.Lock()
-		m.p.clock.add(sent, recv, now)
+		m.p.sampleLocked(sent, recv, now)
 		m.p.mu.Unlock()
 		m.p.self.Store(&announced{id: id, window: window})
 		m.p.notePeers(id, live)

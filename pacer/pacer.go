@@ -48,7 +48,8 @@ type Pacer struct {
 	batch     batchPolicy
 	clock     *clockMap
 	hint      time.Time      // the latest slot granted to this replica (Redis clock)
-	seq       int64          // the highest sequence number a reply has shown (reserve.lua)
+	seq       int64          // the highest sequence number a reply has shown (reserve.lua), or past it after a step
+	stepEpoch int64          // counts the steps of Redis's clock this replica saw (noteStepLocked)
 	lapsed    float64        // slots that lapsed before this replica's calls (Stats.Lapsed)
 	owed      map[string]int // slots TakeFor callers still wait for, by tenant (takefor.go)
 

@@ -85,6 +85,7 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 	}
 	p.mu.Lock()
 	keys, args := p.reserveArgsLocked(n, stride, from, false)
+	epoch := p.stepEpoch
 	p.mu.Unlock()
 	tkeys, targs, tnames := p.tenantArgs()
 	keys, args = append(keys, tkeys...), append(args, targs...)
@@ -106,11 +107,58 @@ func (p *Pacer) reserve(ctx context.Context, n int, stride time.Duration, from t
 	p.mu.Lock()
 	p.seq = max(p.seq, r.Seq)
 	p.lapsed += r.Lapsed
-	p.clock.add(sent, recv, r.Now)
+	p.sampleLocked(sent, recv, r.Now)
+	p.forfeitStepLocked(&r, epoch)
 	p.deg.noteReplyLocked(r, recv, p.clock, p.cfg.Horizon)
 	p.mu.Unlock()
 	p.granted.Add(int64(r.Granted))
 	return r, nil
+}
+
+// stepSeqJump is how far past the last sequence number it saw a replica
+// that saw Redis's clock step sets the one it sends (reserve.lua's seq
+// argument): a number the schedule has not reached, which restarts it one
+// horizon after now, as after a rollback.
+const stepSeqJump = 1 << 20
+
+// sampleLocked adds a round trip to the clock map (sent and answered at
+// local times sent and recv, run at Redis time at) and, when it shows that
+// Redis's clock stepped, notes the step (noteStepLocked). p.mu must be held.
+func (p *Pacer) sampleLocked(sent, recv, at time.Time) {
+	if p.clock.add(sent, recv, at) {
+		p.noteStepLocked()
+	}
+}
+
+// noteStepLocked handles a step of Redis's clock.
+// The schedule is kept on Redis's clock, and the slots every replica holds
+// were placed on the clock before the step: slots granted after it, on the
+// new clock, would fall among them (by up to the step, or the horizon).
+// So the slots of every reply to a call made before it are given up as
+// stale (forfeitStepLocked), and the calls after it carry a sequence number
+// the schedule has not reached, which restarts it one horizon after now,
+// past every slot held. A backward step is handled so too; the schedule
+// also shifts for it by itself (reserve.lua). p.mu must be held.
+func (p *Pacer) noteStepLocked() {
+	p.stepEpoch++
+	p.seq += stepSeqJump
+	p.log().Warn("pacer: Redis's clock stepped; the slots granted across the step are given up and the schedule restarts one horizon on",
+		"horizon", p.cfg.Horizon)
+}
+
+// forfeitStepLocked reports whether the slots of r, the reply to a call
+// whose arguments were made at step epoch epoch (p.stepEpoch), must be
+// given up because this replica saw Redis's clock step since
+// (noteStepLocked), and gives them up: r then grants nothing and says to
+// ask again after one interval. p.mu must be held.
+func (p *Pacer) forfeitStepLocked(r *Reservation, epoch int64) bool {
+	if r.Granted == 0 || epoch == p.stepEpoch {
+		return false
+	}
+	p.stale.Add(int64(r.Granted))
+	r.Granted, r.Stamps, r.SlotTenants = 0, nil, nil
+	r.RetryAfter = max(r.Interval, time.Microsecond)
+	return true
 }
 
 // reserveArgsLocked returns reserve.lua's keys and arguments for a call

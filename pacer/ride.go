@@ -27,8 +27,9 @@ import (
 // it. A ride's slot that arrives stale after all costs a slot of an idle
 // schedule, and the job asks again.
 type Ride struct {
-	p   *Pacer
-	cmd *redis.Cmd
+	p     *Pacer
+	cmd   *redis.Cmd
+	epoch int64 // the step epoch when the call was made (forfeitStepLocked)
 }
 
 // Ride returns a ride to send behind a blocking read, or nil when the
@@ -76,6 +77,7 @@ func (r *Ride) Send(ctx context.Context, pipe redis.Pipeliner) {
 	p := r.p
 	p.mu.Lock()
 	keys, args := p.reserveArgsLocked(1, 0, time.Time{}, true)
+	r.epoch = p.stepEpoch
 	p.mu.Unlock()
 	p.calls.Add(1)
 	r.cmd = reserveScript.EvalSha(ctx, pipe, keys, args...)
@@ -107,6 +109,14 @@ func (r *Ride) Landed(jobs int) {
 	p.mu.Lock()
 	p.seq = max(p.seq, res.Seq)
 	p.lapsed += res.Lapsed
+	if p.clock.ahead(recv, res.Now) {
+		// A ride is no clock sample (its sending time says nothing of when
+		// it ran), but Redis's time after the reply's arrival shows a step
+		// forward as well.
+		p.clock.reset()
+		p.noteStepLocked()
+	}
+	p.forfeitStepLocked(&res, r.epoch)
 	p.clock.addLead(recv, res.Now)
 	if res.Granted > 0 {
 		p.deg.noteReplyLocked(res, recv, p.clock, p.cfg.Horizon)
