@@ -49,17 +49,32 @@ func (o *openRequests) len() int {
 }
 
 // stale returns the deliveries extended before now-age (or not since they
-// were added) and marks them extended at now; the caller extends them.
-func (o *openRequests) stale(now time.Time, age time.Duration) []queue.Delivery {
+// were added) and marks them extended at now; the caller extends them,
+// and restamps those whose Extend failed.
+func (o *openRequests) stale(now time.Time, age time.Duration) []due {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []queue.Delivery
+	var out []due
 	for k, h := range o.m {
 		if now.Sub(h.fetched) >= age {
-			out = append(out, h.d)
+			out = append(out, due{d: h.d, key: k, prev: h.fetched})
 			h.fetched = now
 			o.m[k] = h
 		}
 	}
 	return out
+}
+
+// restamp gives the deliveries of failed (returned by stale, their Extend
+// failed) back the time they were extended before, so that the next call
+// of stale returns them again. Those removed since are left out.
+func (o *openRequests) restamp(failed []due) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, x := range failed {
+		if h, ok := o.m[x.key]; ok {
+			h.fetched = x.prev
+			o.m[x.key] = h
+		}
+	}
 }

@@ -14,6 +14,16 @@ import (
 type held struct {
 	d       queue.Delivery
 	fetched time.Time // when fetched or last extended; zero when not known
+	key     uint64    // names the entry to restamp in the lane buffer; unique there
+}
+
+// due is a held delivery that keep-alive is to extend (stale returned
+// it), with what restamp needs to mark it stale again when its Extend
+// fails: its key with its holder, and when it was extended before.
+type due struct {
+	d    queue.Delivery
+	key  uint64
+	prev time.Time
 }
 
 // laneBuffer holds the jobs fetched ahead of their slots, one FIFO per
@@ -28,6 +38,7 @@ type laneBuffer struct {
 	sched   *priority.Scheduler
 	ready   []bool        // scratch for sched.Next
 	readyCh chan struct{} // signalled when a job is added
+	keys    uint64        // the last key given to an entry
 }
 
 // newLaneBuffer returns an empty buffer for the lanes names (highest
@@ -58,7 +69,8 @@ func (b *laneBuffer) stock(i int, ds []queue.Delivery, now time.Time) {
 	}
 	b.mu.Lock()
 	for _, d := range ds {
-		b.lanes[i] = append(b.lanes[i], held{d: d, fetched: now})
+		b.keys++
+		b.lanes[i] = append(b.lanes[i], held{d: d, fetched: now, key: b.keys})
 	}
 	b.mu.Unlock()
 	b.signal()
@@ -94,7 +106,8 @@ func (b *laneBuffer) putBack(d queue.Delivery) bool {
 	found := false
 	for i, name := range b.names {
 		if name == d.Job().Lane {
-			b.lanes[i] = append([]held{{d: d}}, b.lanes[i]...)
+			b.keys++
+			b.lanes[i] = append([]held{{d: d, key: b.keys}}, b.lanes[i]...)
 			found = true
 			break
 		}
@@ -179,19 +192,45 @@ func (b *laneBuffer) signal() {
 }
 
 // stale returns the deliveries held since before now-age (or put back
-// since the last call) and marks them fresh at now: the caller extends them with the queue, so that no other
-// consumer gets them while they wait for a slot.
-func (b *laneBuffer) stale(now time.Time, age time.Duration) []queue.Delivery {
+// since the last call) and marks them fresh at now: the caller extends
+// them with the queue, so that no other consumer gets them while they
+// wait for a slot, and restamps those whose Extend failed.
+func (b *laneBuffer) stale(now time.Time, age time.Duration) []due {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []queue.Delivery
+	var out []due
 	for _, l := range b.lanes {
 		for k := range l {
 			if now.Sub(l[k].fetched) >= age {
-				out = append(out, l[k].d)
+				out = append(out, due{d: l[k].d, key: l[k].key, prev: l[k].fetched})
 				l[k].fetched = now
 			}
 		}
 	}
 	return out
+}
+
+// restamp gives the entries of failed (returned by stale, their Extend
+// failed) back the time they were extended before, so that the next call
+// of stale returns them again rather than a third of the visibility
+// timeout later. Entries no longer held (picked since, or picked and put
+// back under a new key, which stale returns at once anyway) are left
+// alone.
+func (b *laneBuffer) restamp(failed []due) {
+	if len(failed) == 0 {
+		return
+	}
+	prev := make(map[uint64]time.Time, len(failed))
+	for _, x := range failed {
+		prev[x.key] = x.prev
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range b.lanes {
+		for k := range l {
+			if t, ok := prev[l[k].key]; ok {
+				l[k].fetched = t
+			}
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,15 @@ func ids(ds []queue.Delivery) []string {
 	var out []string
 	for _, d := range ds {
 		out = append(out, d.Job().ID)
+	}
+	return out
+}
+
+// dueIDs returns the job ids of xs.
+func dueIDs(xs []due) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, x.d.Job().ID)
 	}
 	return out
 }
@@ -214,7 +224,7 @@ func TestLaneBufferStale(t *testing.T) {
 		{19 * time.Second, nil},                  // both fresh
 		{25 * time.Second, []string{"v1", "d1"}}, // highest lane first
 	} {
-		if got := ids(b.stale(t0.Add(tt.at), age)); !slices.Equal(got, tt.want) {
+		if got := dueIDs(b.stale(t0.Add(tt.at), age)); !slices.Equal(got, tt.want) {
 			t.Errorf("stale at t0+%s = %v, want %v", tt.at, got, tt.want)
 		}
 	}
@@ -222,10 +232,10 @@ func TestLaneBufferStale(t *testing.T) {
 	b.putBack(d)
 	// When a put-back job was last extended is not known (its request may
 	// have been open for long): the next call returns it, whatever its age.
-	if got, want := ids(b.stale(t0.Add(26*time.Second), age)), []string{"v1"}; !slices.Equal(got, want) {
+	if got, want := dueIDs(b.stale(t0.Add(26*time.Second), age)), []string{"v1"}; !slices.Equal(got, want) {
 		t.Errorf("stale right after v1 was put back = %v, want %v", got, want)
 	}
-	if got, want := ids(b.stale(t0.Add(35*time.Second), age)), []string{"d1"}; !slices.Equal(got, want) {
+	if got, want := dueIDs(b.stale(t0.Add(35*time.Second), age)), []string{"d1"}; !slices.Equal(got, want) {
 		t.Errorf("stale at t0+35s = %v, want %v (v1 counts from its extension at t0+26s)", got, want)
 	}
 }
@@ -235,11 +245,11 @@ func TestOpenRequestsStale(t *testing.T) {
 	_, mk := newTestBuffer(t, twoLanes)
 	t0 := time.Unix(1000, 0)
 	age := 10 * time.Second
-	if got := ids(o.stale(t0, age)); len(got) != 0 {
+	if got := dueIDs(o.stale(t0, age)); len(got) != 0 {
 		t.Errorf("stale of an empty set = %v, want none", got)
 	}
 	a := o.add(mk("vip", "a")[0])
-	if got, want := ids(o.stale(t0, age)), []string{"a"}; !slices.Equal(got, want) {
+	if got, want := dueIDs(o.stale(t0, age)), []string{"a"}; !slices.Equal(got, want) {
 		t.Errorf("stale right after a was added = %v, want %v (not known when last extended)", got, want)
 	}
 	b := o.add(mk("vip", "b")[0])
@@ -253,19 +263,75 @@ func TestOpenRequestsStale(t *testing.T) {
 		{11 * time.Second, []string{"b"}},
 		{12 * time.Second, nil},
 	} {
-		got := ids(o.stale(t0.Add(tt.at), age))
+		got := dueIDs(o.stale(t0.Add(tt.at), age))
 		slices.Sort(got)
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("stale at t0+%s = %v, want %v", tt.at, got, tt.want)
 		}
 	}
 	o.remove(a)
-	if got, want := ids(o.stale(t0.Add(time.Hour), age)), []string{"b"}; !slices.Equal(got, want) {
+	if got, want := dueIDs(o.stale(t0.Add(time.Hour), age)), []string{"b"}; !slices.Equal(got, want) {
 		t.Errorf("stale after a was removed = %v, want %v", got, want)
 	}
 	o.remove(b)
 	o.remove(b) // a second call removes nothing more
 	if n := o.len(); n != 0 {
 		t.Errorf("set holds %d after both were removed, want 0", n)
+	}
+}
+
+// A job whose Extend failed is returned again by the next call of stale,
+// not a whole age later: restamp gives it back its previous stamp. Jobs
+// extended in the same round, and a job picked and put back meanwhile,
+// keep theirs.
+func TestLaneBufferRestamp(t *testing.T) {
+	b, mk := newTestBuffer(t, twoLanes)
+	t0 := time.Unix(1000, 0)
+	age := 10 * time.Second
+	b.stock(1, mk("default", "d1", "d2"), t0)
+	b.stock(0, mk("vip", "v1"), t0)
+	round := b.stale(t0.Add(10*time.Second), age)
+	if got, want := dueIDs(round), []string{"v1", "d1", "d2"}; !slices.Equal(got, want) {
+		t.Fatalf("stale at t0+10s = %v, want %v", got, want)
+	}
+	d, _ := b.pick() // v1, to be put back under a new key
+	b.putBack(d)
+	b.stale(t0.Add(10*time.Second), age) // v1, put back, is returned and stamped
+	failed := []due{round[0], round[2]}  // v1's old key, and d2
+	b.restamp(failed)
+	if got, want := dueIDs(b.stale(t0.Add(11*time.Second), age)), []string{"d2"}; !slices.Equal(got, want) {
+		t.Errorf("stale one round after d2's Extend failed = %v, want %v", got, want)
+	}
+	if got := dueIDs(b.stale(t0.Add(12*time.Second), age)); len(got) != 0 {
+		t.Errorf("stale after d2 was extended again = %v, want none", got)
+	}
+	b.restamp(nil) // nothing failed: nothing changes
+	if got, want := dueIDs(b.stale(t0.Add(20*time.Second), age)), []string{"v1", "d1"}; !slices.Equal(got, want) {
+		t.Errorf("stale at t0+20s = %v, want %v (d2 counts from t0+11s)", got, want)
+	}
+}
+
+// An open request whose Extend failed is returned again by the next call
+// of stale; one removed meanwhile is not brought back.
+func TestOpenRequestsRestamp(t *testing.T) {
+	var o openRequests
+	_, mk := newTestBuffer(t, twoLanes)
+	t0 := time.Unix(1000, 0)
+	age := 10 * time.Second
+	a := o.add(mk("vip", "a")[0])
+	o.add(mk("vip", "b")[0])
+	o.stale(t0, age) // both, stamped t0
+	round := o.stale(t0.Add(10*time.Second), age)
+	slices.SortFunc(round, func(x, y due) int { return strings.Compare(x.d.Job().ID, y.d.Job().ID) })
+	if got, want := dueIDs(round), []string{"a", "b"}; !slices.Equal(got, want) {
+		t.Fatalf("stale at t0+10s = %v, want %v", got, want)
+	}
+	o.remove(a)
+	o.restamp(round) // both failed; a is no longer open
+	if got, want := dueIDs(o.stale(t0.Add(11*time.Second), age)), []string{"b"}; !slices.Equal(got, want) {
+		t.Errorf("stale one round after the failed Extends = %v, want %v", got, want)
+	}
+	if n := o.len(); n != 1 {
+		t.Errorf("set holds %d after restamp, want 1 (a stays removed)", n)
 	}
 }

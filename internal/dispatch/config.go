@@ -28,7 +28,8 @@ type Config struct {
 	BackoffMin time.Duration `yaml:"-"`
 	BackoffMax time.Duration `yaml:"-"`
 	// ShutdownTimeout is how long Run waits for requests in flight after its
-	// context ends, before it cancels them. Zero means 10s.
+	// context ends, before it cancels them; their jobs go back to the
+	// queue with no attempt spent. Zero means 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// RateHint is the expected rate in jobs/s (the pacer's rate): with
 	// Lookahead it sizes how many jobs each lane holds fetched ahead of its

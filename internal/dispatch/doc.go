@@ -56,7 +56,10 @@
 // When Run's context ends the engine stops fetching and taking slots,
 // waits up to Config.ShutdownTimeout for requests in flight (then cancels
 // them), settles them, and releases the jobs it held unsent back to the
-// queue (queue.Releaser), or leaves them to the visibility timeout.
+// queue (queue.Releaser), or leaves them to the visibility timeout. A
+// request cancelled before the provider answered is no failure of its
+// job: the job is released the same way, with no attempt spent (it may be
+// delivered twice, as at-least-once allows).
 //
 // # Depending on little
 //

@@ -182,8 +182,9 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 
 // Run drains the queue until ctx ends, then shuts down gracefully: it stops
 // fetching and taking slots, waits up to ShutdownTimeout for requests in
-// flight (then cancels them), settles them, and releases the jobs it held
-// unsent back to the queue. It returns nil after a clean shutdown.
+// flight (then cancels them and hands their jobs back, no attempt spent),
+// settles them, and releases the jobs it held unsent back to the queue.
+// It returns nil after a clean shutdown.
 func (e *Engine) Run(ctx context.Context) error {
 	fetchCtx, stopFetch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFetch()
@@ -213,8 +214,8 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	// Requests in flight get their own context: shutdown gives them
 	// ShutdownTimeout before cancelling.
-	sendCtx, cancelSends := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelSends()
+	sendCtx, cancelSends := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelSends(errShutdown)
 	defer close(e.quit)
 	e.slotLoop(ctx, sendCtx)
 
@@ -224,7 +225,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.deferWG.Wait()
 	if !waitTimeout(&e.sends, e.cfg.ShutdownTimeout) {
 		e.log.Warn("dispatch: shutdown timeout, cancelling requests in flight", "timeout", e.cfg.ShutdownTimeout)
-		cancelSends()
+		cancelSends(errShutdown) // the jobs go back unspent: see cancelledByShutdown
 		e.sends.Wait()
 	}
 	if e.acks != nil {
@@ -269,19 +270,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 		if err != nil {
 			release()
 			<-e.inflight
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, pacer.ErrAside) {
-				e.standAside(ctx) // hands the held jobs back and marks the pacer not ready
-				if sleep(ctx, asidePoll) != nil {
-					return
-				}
-				continue
-			}
-			failures++
-			e.backendError("pacer", err)
-			if e.retrySleep(ctx, failures) != nil {
+			if !e.slotFailed(ctx, err, &failures) {
 				return
 			}
 			continue
@@ -303,8 +292,16 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			continue
 		}
 		if cost > 1 {
-			if slot, err = e.pacer.TakeAhead(ctx, cost-1, e.ahead); err != nil {
-				e.putBack(d)
+			if slot, err = e.furtherSlots(ctx, d, cost-1); err != nil {
+				release()
+				<-e.inflight
+				if !e.slotFailed(ctx, err, &failures) {
+					return
+				}
+				continue
+			}
+			if d.Job().Expired(e.cfg.Now()) { // it expired while it waited: its slots are lost
+				e.expire(ctx, d)
 				release()
 				<-e.inflight
 				continue
@@ -321,6 +318,40 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 		// delivered job at the ceiling before).
 		runtime.Gosched()
 	}
+}
+
+// slotFailed handles a failed TakeAhead: it stands aside when the pacer
+// wants this replica to, else records the backend error and backs off. It
+// returns false when ctx has ended and the slot loop must return.
+func (e *Engine) slotFailed(ctx context.Context, err error, failures *int) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if errors.Is(err, pacer.ErrAside) {
+		e.standAside(ctx) // hands the held jobs back and marks the pacer not ready
+		return sleep(ctx, asidePoll) == nil
+	}
+	*failures++
+	e.backendError("pacer", err)
+	return e.retrySleep(ctx, *failures) == nil
+}
+
+// furtherSlots takes the n more slots a job of cost n+1, picked on its
+// first, needs, and returns the last, on which it is sent. While it waits,
+// the job is in neither the lane buffer nor a request, so it is kept alive
+// with the open requests (as sendForTenant does): else its visibility
+// timeout could lapse and another replica send it too. When the slots
+// cannot be had, the job goes back to the front of its lane and the
+// error is returned, wrapped.
+func (e *Engine) furtherSlots(ctx context.Context, d queue.Delivery, n int) (pacer.Slot, error) {
+	waiting := e.sending.add(d)
+	slot, err := e.pacer.TakeAhead(ctx, n, e.ahead)
+	e.sending.remove(waiting)
+	if err != nil {
+		e.putBack(d)
+		return pacer.Slot{}, fmt.Errorf("dispatch: %d further slots for job %s: %w", n, d.Job().ID, err)
+	}
+	return slot, nil
 }
 
 // holdAhead is how long before its slot the engine hands a request to a

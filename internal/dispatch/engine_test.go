@@ -62,6 +62,36 @@ func startWith(t *testing.T, cfg Config, prio priority.Config, p *gatePacer, s s
 	return h
 }
 
+// runEngine runs an engine for cfg on deps until the test ends or the
+// returned stop is called, whichever comes first; stop returns when Run
+// has.
+func runEngine(t *testing.T, cfg Config, deps Deps) (*Engine, func()) {
+	t.Helper()
+	e, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Error("Run did not return within 20s of cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return e, stop
+}
+
 func (h *harness) stop(t *testing.T) {
 	t.Helper()
 	if h.cancel == nil {
@@ -350,23 +380,6 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if acked != 1 || released != 4 {
 		t.Errorf("after shutdown: %d acked, %d released; want 1 and 4", acked, released)
-	}
-}
-
-// A request that outlives ShutdownTimeout is cancelled and retried later.
-func TestShutdownTimeoutCancelsRequests(t *testing.T) {
-	inSend := make(chan struct{}, 1)
-	s := sink.SenderFunc(func(ctx context.Context, j *queue.Job) error {
-		inSend <- struct{}{}
-		<-ctx.Done()
-		return fmt.Errorf("%w: %w", sink.ErrTransient, ctx.Err())
-	})
-	h := start(t, Config{ShutdownTimeout: 50 * time.Millisecond}, twoLanes, &gatePacer{}, s)
-	h.q.Enqueue(context.Background(), job("slow", "default", "x"))
-	<-inSend
-	h.stop(t)
-	if d := h.q.outcomes()["slow"]; d == nil || d.how != "retry" {
-		t.Errorf("slow job settled %+v, want retry", d)
 	}
 }
 

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -104,7 +105,9 @@ func (e *Engine) stock(ctx context.Context, i int, ds []queue.Delivery) {
 // after it was put back or its request opened, when that time is not
 // known. Rounds come every twelfth of the visibility timeout, so no job
 // goes longer than half of it without an extension (plus the time the
-// Extend calls take).
+// Extend calls take). A job whose Extend failed is tried again at the
+// next round, not a third of the timeout later, so that a backend that
+// fails for a moment (a failover) costs a round, not the margin.
 func (e *Engine) keepAlive(ctx context.Context) {
 	every := e.cfg.VisibilityTimeout / 3
 	t := time.NewTicker(max(e.cfg.VisibilityTimeout/12, time.Millisecond))
@@ -116,17 +119,29 @@ func (e *Engine) keepAlive(ctx context.Context) {
 		case <-t.C:
 		}
 		now := e.cfg.Now()
-		ds := append(e.buf.stale(now, every), e.sending.stale(now, every)...)
-		for _, d := range ds {
-			e.extend(ctx, d, every)
+		held, open := e.buf.stale(now, every), e.sending.stale(now, every)
+		e.buf.restamp(e.extendAll(ctx, held, every))
+		e.sending.restamp(e.extendAll(ctx, open, every))
+	}
+}
+
+// extendAll extends each of ds (extend) and returns those whose Extend
+// failed, for the next round; it reuses ds's room.
+func (e *Engine) extendAll(ctx context.Context, ds []due, limit time.Duration) []due {
+	failed := ds[:0]
+	for _, x := range ds {
+		if !e.extend(ctx, x.d, limit) {
+			failed = append(failed, x)
 		}
 	}
+	return failed
 }
 
 // extend extends one delivery, waiting at most limit: an Extend that takes
 // longer is too late for the jobs behind it. An Extend that finds the job
-// settled meanwhile is not a backend error.
-func (e *Engine) extend(ctx context.Context, d queue.Delivery, limit time.Duration) {
+// settled meanwhile is not a backend error. It returns false when the
+// Extend failed and is worth trying again.
+func (e *Engine) extend(ctx context.Context, d queue.Delivery, limit time.Duration) bool {
 	ectx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	err := d.Extend(ectx)
@@ -135,8 +150,10 @@ func (e *Engine) extend(ctx context.Context, d queue.Delivery, limit time.Durati
 	case errors.Is(err, queue.ErrSettled):
 		e.log.Debug("dispatch: job settled before it could be extended", "job", d.Job().ID, "err", err)
 	default:
-		e.backendError("queue", err)
+		e.backendError("queue", fmt.Errorf("dispatch: extend job %s: %w", d.Job().ID, err))
+		return false
 	}
+	return true
 }
 
 // pick chooses the job that takes the slot that has just come, by the lane

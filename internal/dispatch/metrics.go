@@ -47,7 +47,7 @@ type Sources struct {
 func NewMetrics(reg prometheus.Registerer, src Sources) (*Metrics, error) {
 	m := &Metrics{
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_jobs_total",
-			Help: "Jobs handled by this replica, by lane and outcome (delivered, retried, dead_lettered, expired, throttled)."},
+			Help: "Jobs handled by this replica, by lane and outcome (delivered, retried, dead_lettered, expired, throttled, released: handed back unspent when shutdown cancelled its request)."},
 			[]string{"lane", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_retries_total",
 			Help: "Jobs put back into the queue after a transient failure, by lane."}, []string{"lane"}),
@@ -92,7 +92,7 @@ func (m *Metrics) Lanes(lanes []string) {
 		return
 	}
 	for _, l := range lanes {
-		for _, o := range []string{outDelivered, outRetried, outDead, outExpired, outThrottled} {
+		for _, o := range []string{outDelivered, outRetried, outDead, outExpired, outThrottled, outReleased} {
 			m.jobs.WithLabelValues(l, o)
 		}
 		m.retries.WithLabelValues(l)

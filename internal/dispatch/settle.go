@@ -22,13 +22,19 @@ const (
 	outDead      = "dead_lettered"
 	outExpired   = "expired"
 	outThrottled = "throttled"
+	outReleased  = "released"
 )
+
+// errShutdown is the cause with which Run cancels the requests still open
+// when ShutdownTimeout has passed.
+var errShutdown = errors.New("dispatch: shutdown timeout passed before the provider answered")
 
 // send delivers one job on slot and settles it by the provider's answer:
 // delivered → ack; throttled → the whole cluster holds back and the job
 // goes back to the front of its lane; permanent → dead letter with the
 // answer; transient → retry after backoff (dead letter when out of
-// attempts). When the sink's gate finds the slot past its deadline, nothing
+// attempts); cancelled by shutdown before an answer → handed back, no
+// attempt spent (handBack). When the sink's gate finds the slot past its deadline, nothing
 // was sent: the slot is forfeited and the job goes back to the front of its
 // lane.
 func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
@@ -76,6 +82,8 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 		e.metrics.dead(j.Lane, "permanent")
 		e.log.Warn("dispatch: permanent failure, dead-lettered", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", sink.LogSafe(err))
 		e.settled(j, "dead-letter", d.DeadLetter(sctx, err.Error()))
+	case cancelledByShutdown(ctx, err):
+		e.handBack(sctx, d, err)
 	default:
 		delay := e.cfg.backoff(j.Attempt)
 		dead, rerr := d.Retry(sctx, delay, err.Error())
@@ -88,6 +96,41 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 			e.log.Info("dispatch: transient failure, retry later", "job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "in", delay, "err", sink.LogSafe(err))
 		}
 		e.settled(j, "retry", rerr)
+	}
+}
+
+// cancelledByShutdown reports whether a request failed with err because
+// the engine's own shutdown cancelled it (ctx, the send context, ended
+// with errShutdown) before the provider answered. A request that timed
+// out on its own (the sink's timeout), or that the provider answered, is
+// the job's failure; this is not.
+func cancelledByShutdown(ctx context.Context, err error) bool {
+	if !errors.Is(context.Cause(ctx), errShutdown) {
+		return false
+	}
+	_, answered := errors.AsType[*sink.StatusError](err)
+	return !answered
+}
+
+// handBack gives back a job whose request the engine's shutdown cancelled
+// (cancelledByShutdown): that is no failure of the job, so no attempt is
+// spent on it and it is never dead-lettered for it. A delivery that can
+// be released (queue.Releaser) goes back to the queue at once; any other
+// stays unacked and comes back after the visibility timeout.
+//
+// The request may have reached the provider all the same: it was
+// cancelled while its answer was awaited, so the job may be delivered
+// twice. That is within the at-least-once promise (the Idempotency-Key
+// header lets the provider recognise the repeat); dead-lettering a job the
+// provider never answered would break another, that a job is dead-lettered
+// only when it fails for good or runs out of attempts.
+func (e *Engine) handBack(ctx context.Context, d queue.Delivery, err error) {
+	j := d.Job()
+	e.metrics.outcome(j.Lane, outReleased)
+	e.log.Info("dispatch: request cancelled by shutdown before the provider answered; job handed back, no attempt spent",
+		"job", j.ID, "lane", j.Lane, "attempt", j.Attempt, "err", sink.LogSafe(err))
+	if r, ok := d.(queue.Releaser); ok {
+		e.settled(j, "release", r.Release(ctx))
 	}
 }
 
