@@ -113,10 +113,12 @@ func cancelledByShutdown(ctx context.Context, err error) bool {
 }
 
 // handBack gives back a job whose request the engine's shutdown cancelled
-// (cancelledByShutdown): that is no failure of the job, so no attempt is
-// spent on it and it is never dead-lettered for it. A delivery that can
-// be released (queue.Releaser) goes back to the queue at once; any other
-// stays unacked and comes back after the visibility timeout.
+// (cancelledByShutdown): that is no failure of the job, so the engine
+// spends no attempt on it and never dead-letters it for it. A delivery
+// that can be released (queue.Releaser) goes back to the queue at once
+// (on Redis with no attempt counted; JetStream counts a released message's
+// next delivery, as it does for the jobs a replica held at shutdown); any
+// other stays unacked and comes back after the visibility timeout.
 //
 // The request may have reached the provider all the same: it was
 // cancelled while its answer was awaited, so the job may be delivered
