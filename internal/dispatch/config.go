@@ -29,7 +29,7 @@ type Config struct {
 	BackoffMax time.Duration `yaml:"-"`
 	// ShutdownTimeout is how long Run waits for requests in flight after its
 	// context ends, before it cancels them; their jobs go back to the
-	// queue with no attempt spent. Zero means 10s.
+	// queue (Release), not retried as failures. Zero means 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// RateHint is the expected rate in jobs/s (the pacer's rate): with
 	// Lookahead it sizes how many jobs each lane holds fetched ahead of its

@@ -58,8 +58,8 @@
 // them), settles them, and releases the jobs it held unsent back to the
 // queue (queue.Releaser), or leaves them to the visibility timeout. A
 // request cancelled before the provider answered is no failure of its
-// job: the job is released the same way, with no attempt spent (it may be
-// delivered twice, as at-least-once allows).
+// job: the job is released the same way, not retried as a failure (it
+// may be delivered twice, as at-least-once allows).
 //
 // # Depending on little
 //
