@@ -241,7 +241,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // picks the job, so the job sent is the most urgent one at that moment. A
 // job of cost n takes n-1 more slots and is sent on the last.
 func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
-	failures := 0
+	var failures backoff
 	for {
 		select {
 		case e.inflight <- struct{}{}:
@@ -258,9 +258,8 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			failures++
 			e.backendError("pacer", err)
-			if e.retrySleep(ctx, failures) != nil {
+			if e.retrySleep(ctx, &failures) != nil {
 				return
 			}
 			continue
@@ -275,7 +274,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 			}
 			continue
 		}
-		failures = 0
+		failures.ok()
 		e.setHealthy("pacer")
 		d, ok := e.pick(ctx, slot)
 		if !ok { // every held job expired, or none may take the slot: it is lost
@@ -323,7 +322,7 @@ func (e *Engine) slotLoop(ctx, sendCtx context.Context) {
 // slotFailed handles a failed TakeAhead: it stands aside when the pacer
 // wants this replica to, else records the backend error and backs off. It
 // returns false when ctx has ended and the slot loop must return.
-func (e *Engine) slotFailed(ctx context.Context, err error, failures *int) bool {
+func (e *Engine) slotFailed(ctx context.Context, err error, failures *backoff) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -331,9 +330,8 @@ func (e *Engine) slotFailed(ctx context.Context, err error, failures *int) bool 
 		e.standAside(ctx) // hands the held jobs back and marks the pacer not ready
 		return sleep(ctx, asidePoll) == nil
 	}
-	*failures++
 	e.backendError("pacer", err)
-	return e.retrySleep(ctx, *failures) == nil
+	return e.retrySleep(ctx, failures) == nil
 }
 
 // furtherSlots takes the n more slots a job of cost n+1, picked on its
@@ -388,23 +386,43 @@ func (e *Engine) retryDelay(failures int) time.Duration {
 	return min(d, maxRetryDelay)
 }
 
-// retrySleep waits out the back-off after a backend failure, or less: it
+// backoff is one loop's state between backend failures: how many in a
+// row, and whether its last wait was cut short by a recovery.
+type backoff struct {
+	failures int
+	woken    bool
+}
+
+// ok records a call that answered: the next failure starts afresh.
+func (b *backoff) ok() { *b = backoff{} }
+
+// retrySleep records a failure and waits out the back-off, or less: it
 // returns as soon as any component that had failed answers again (with
 // the Redis backend, the pacer's first answer after an outage means the
-// queue is back too). It returns ctx's error when ctx ends first.
-func (e *Engine) retrySleep(ctx context.Context, failures int) error {
-	e.healthMu.Lock()
-	if e.recovered == nil {
-		e.recovered = make(chan struct{})
+// queue is back too), unless the wait before was cut short so and the
+// loop failed again. A recovery elsewhere says nothing of this loop's
+// own failure (one lane's stream gone while another lane fetches): without
+// that rule, each answer of the other lane woke it to fail again, tens of
+// thousands of calls a second. It returns ctx's error when ctx ends first.
+func (e *Engine) retrySleep(ctx context.Context, b *backoff) error {
+	b.failures++
+	var back chan struct{}
+	if !b.woken {
+		e.healthMu.Lock()
+		if e.recovered == nil {
+			e.recovered = make(chan struct{})
+		}
+		back = e.recovered
+		e.healthMu.Unlock()
 	}
-	back := e.recovered
-	e.healthMu.Unlock()
-	t := time.NewTimer(e.retryDelay(failures))
+	b.woken = false
+	t := time.NewTimer(e.retryDelay(b.failures))
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
-	case <-back:
+	case <-back: // nil, never ready, when not listening
+		b.woken = true
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

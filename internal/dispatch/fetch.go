@@ -16,7 +16,7 @@ import (
 func (e *Engine) fetchLoop(ctx context.Context, i int) {
 	name := e.buf.names[i]
 	lowest := i == len(e.buf.names)-1
-	failures := 0
+	var failures backoff
 	for {
 		if e.standAside(ctx) {
 			if sleep(ctx, asidePoll) != nil {
@@ -34,14 +34,13 @@ func (e *Engine) fetchLoop(ctx context.Context, i int) {
 			if ctx.Err() != nil || errors.Is(err, queue.ErrClosed) {
 				return
 			}
-			failures++
 			e.backendError("queue", err)
-			if e.retrySleep(ctx, failures) != nil {
+			if e.retrySleep(ctx, &failures) != nil {
 				return
 			}
 			continue
 		}
-		failures = 0
+		failures.ok()
 		e.setHealthy("queue")
 		e.stock(ctx, i, ds)
 		// Let the slot loop, which stock woke, take the job now rather
