@@ -40,15 +40,15 @@ func (q *Queue) runMover() {
 	defer q.wg.Done()
 	for q.ctx.Err() == nil {
 		msgs, err := pull(q.ctx, q.later, moverBatch)
-		if err != nil {
-			if q.ctx.Err() == nil {
-				q.log.Warn("natsq: pull delayed jobs", "queue", q.cfg.Name, "err", err)
-				sleepCtx(q.ctx, moverBackoff)
-			}
-			continue
-		}
+		// Messages that came before an error ended the pull (a 409, the
+		// consumer deleted, the connection lost, Close) are handled first:
+		// left alone they would wait out moverAckWait though due.
 		for _, r := range msgs {
 			q.move(r.msg)
+		}
+		if err != nil && q.ctx.Err() == nil {
+			q.log.Warn("natsq: pull delayed jobs", "queue", q.cfg.Name, "err", err)
+			sleepCtx(q.ctx, moverBackoff)
 		}
 	}
 }
