@@ -88,8 +88,8 @@ func (r *Request) check() []error {
 			bad("headers."+k, "%s", msg)
 		}
 	}
-	if r.ContentType != "" && (len(r.ContentType) > 256 || strings.ContainsAny(r.ContentType, "\r\n\x00")) {
-		bad("content_type", "must be at most 256 bytes, without CR, LF or NUL")
+	if r.ContentType != "" && (len(r.ContentType) > 256 || hasControl(r.ContentType)) {
+		bad("content_type", "must be at most 256 bytes, without CR, LF, NUL, DEL or another byte below 0x20 but tab")
 	}
 	return errs
 }

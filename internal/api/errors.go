@@ -51,7 +51,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // problems lists the *queue.FieldError values err holds, joined or
 // wrapped, with prefix before each field; an error with none becomes one
-// problem about fallback.
+// problem about prefix+fallback ("job", "jobs[2].job"), as a FieldError
+// about fallback would be named.
 func problems(err error, prefix, fallback string) []Problem {
 	var out []Problem
 	var walk func(error)
@@ -73,9 +74,46 @@ func problems(err error, prefix, fallback string) []Problem {
 	}
 	walk(err)
 	if len(out) == 0 && err != nil {
-		out = append(out, Problem{Field: strings.TrimSuffix(prefix, ".") + fallback, Reason: err.Error()})
+		out = append(out, Problem{Field: prefix + fallback, Reason: err.Error()})
 	}
 	return out
+}
+
+// refused lists what the queue refused of the n jobs of a request (batch:
+// sent as {"jobs": [...]}), named as the API's own checks name them. The
+// queue names a bad job of a batch of several only in the text of its error
+// ("job 2: cost: ..."), which no type carries and which is not parsed: each
+// such job is one problem about "jobs", its reason the queue's words with
+// the index. A batch of one is not wrapped: its fields are "jobs[0].<field>".
+func refused(err error, batch bool, n int) []Problem {
+	switch {
+	case !batch:
+		return problems(err, "", "job")
+	case n == 1:
+		return problems(err, "jobs[0].", "job")
+	}
+	var out []Problem
+	for _, e := range joined(err) {
+		out = append(out, Problem{Field: "jobs", Reason: strings.ReplaceAll(e.Error(), "\n", "; ")})
+	}
+	return out
+}
+
+// joined returns the errors that err joins, under any wrapping (one per bad
+// job when err is the queue's refusal of a batch), or err itself when it
+// joins none.
+func joined(err error) []error {
+	for e := err; e != nil; {
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			return u.Unwrap()
+		case interface{ Unwrap() error }:
+			e = u.Unwrap()
+		default:
+			e = nil
+		}
+	}
+	return []error{err}
 }
 
 // isInvalid reports whether err is about a job's content.

@@ -80,6 +80,10 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 			res = []queue.EnqueueResult{one}
 		}
 	}
+	if err != nil && isInvalid(err) {
+		writeError(w, http.StatusBadRequest, "invalid job: nothing was stored", refused(err, batch, len(jobs))...)
+		return
+	}
 	if err != nil {
 		s.backendError(w, r, "enqueue", err, len(res))
 		return
