@@ -82,11 +82,17 @@ func StartProcCluster(t testing.TB, n int) *ProcCluster {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[3*i+1])
 	}
 	c := &ProcCluster{t: t}
-	// Registered first, so that it runs last: after any connection the
-	// test opened is closed, every process is killed.
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	// Registered after the first t.TempDir, whose removal it therefore
+	// precedes (cleanups run last first): a store removed under a running
+	// server failed the test with "directory not empty" once the checks
+	// had passed. Registered before the connections below, so that it
+	// runs after they are closed.
 	t.Cleanup(c.stop)
-	for i := range n {
-		dir := t.TempDir()
+	for i, dir := range dirs {
 		node := &ProcNode{
 			t:        t,
 			name:     fmt.Sprintf("n%d", i+1),
