@@ -22,14 +22,7 @@ import (
 // is settled.
 func TestKeepAliveExtendsOpenRequests(t *testing.T) {
 	release := make(chan struct{})
-	s := sink.SenderFunc(func(ctx context.Context, j *queue.Job) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	s := heldUntil(release)
 	// 300ms: extended every 100ms, checked every 25ms.
 	h := start(t, Config{VisibilityTimeout: 300 * time.Millisecond}, twoLanes, &gatePacer{}, s)
 	h.q.Enqueue(context.Background(), job("slow", "default", "x"))
@@ -49,14 +42,7 @@ func TestKeepAliveExtendsOpenRequests(t *testing.T) {
 // they are settled.
 func TestKeepAliveDuringShutdown(t *testing.T) {
 	release := make(chan struct{})
-	s := sink.SenderFunc(func(ctx context.Context, j *queue.Job) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	s := heldUntil(release)
 	h := start(t, Config{VisibilityTimeout: 300 * time.Millisecond, ShutdownTimeout: 20 * time.Second}, twoLanes, &gatePacer{}, s)
 	h.q.Enqueue(context.Background(), job("slow", "default", "x"))
 	eventually(t, 5*time.Second, "the request open", func() bool { return h.e.open.Load() == 1 })
@@ -228,14 +214,7 @@ func TestKeepAliveRetriesFailedExtend(t *testing.T) {
 	stopped := time.Now()
 	q := &flakyExtendQueue{memQueue: newMemQueue("vip", "default")}
 	release := make(chan struct{})
-	s := sink.SenderFunc(func(ctx context.Context, j *queue.Job) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	s := heldUntil(release)
 	// Rounds every 25ms of real time.
 	cfg := Config{VisibilityTimeout: 300 * time.Millisecond, Now: func() time.Time { return stopped }}
 	e, _ := runEngine(t, cfg, Deps{Queue: q, Pacer: &gatePacer{}, Priority: twoLanes, Sink: s})
@@ -249,4 +228,17 @@ func TestKeepAliveRetriesFailedExtend(t *testing.T) {
 	}
 	answer()
 	eventually(t, 5*time.Second, "the job acked", func() bool { return q.settledCount() == 1 })
+}
+
+// heldUntil is a sink whose requests stay open until release is closed
+// (they succeed) or their context ends.
+func heldUntil(release <-chan struct{}) sink.SenderFunc {
+	return func(ctx context.Context, j *queue.Job) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
