@@ -57,7 +57,7 @@ func (o *openRequests) stale(now time.Time, age time.Duration) []due {
 	var out []due
 	for k, h := range o.m {
 		if now.Sub(h.fetched) >= age {
-			out = append(out, due{d: h.d, key: k, prev: h.fetched})
+			out = append(out, due{d: h.d, key: k})
 			h.fetched = now
 			o.m[k] = h
 		}
@@ -65,15 +65,16 @@ func (o *openRequests) stale(now time.Time, age time.Duration) []due {
 	return out
 }
 
-// restamp gives the deliveries of failed (returned by stale, their Extend
-// failed) back the time they were extended before, so that the next call
-// of stale returns them again. Those removed since are left out.
+// restamp marks the deliveries of failed (returned by stale, their Extend
+// failed) as not extended (a zero stamp, as a newly added one's), so that
+// the next call of stale returns them again. Those removed since are left
+// out.
 func (o *openRequests) restamp(failed []due) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, x := range failed {
 		if h, ok := o.m[x.key]; ok {
-			h.fetched = x.prev
+			h.fetched = time.Time{}
 			o.m[x.key] = h
 		}
 	}

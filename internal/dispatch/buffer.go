@@ -18,12 +18,10 @@ type held struct {
 }
 
 // due is a held delivery that keep-alive is to extend (stale returned
-// it), with what restamp needs to mark it stale again when its Extend
-// fails: its key with its holder, and when it was extended before.
+// it), with its key in its holder, for restamp when its Extend fails.
 type due struct {
-	d    queue.Delivery
-	key  uint64
-	prev time.Time
+	d   queue.Delivery
+	key uint64
 }
 
 // laneBuffer holds the jobs fetched ahead of their slots, one FIFO per
@@ -202,7 +200,7 @@ func (b *laneBuffer) stale(now time.Time, age time.Duration) []due {
 	for _, l := range b.lanes {
 		for k := range l {
 			if now.Sub(l[k].fetched) >= age {
-				out = append(out, due{d: l[k].d, key: l[k].key, prev: l[k].fetched})
+				out = append(out, due{d: l[k].d, key: l[k].key})
 				l[k].fetched = now
 			}
 		}
@@ -210,26 +208,26 @@ func (b *laneBuffer) stale(now time.Time, age time.Duration) []due {
 	return out
 }
 
-// restamp gives the entries of failed (returned by stale, their Extend
-// failed) back the time they were extended before, so that the next call
-// of stale returns them again rather than a third of the visibility
-// timeout later. Entries no longer held (picked since, or picked and put
-// back under a new key, which stale returns at once anyway) are left
-// alone.
+// restamp marks the entries of failed (returned by stale, their Extend
+// failed) as not extended (a zero stamp, as a put-back job's), so that the
+// next call of stale returns them again rather than a third of the
+// visibility timeout later. Entries no longer held (picked since, or
+// picked and put back under a new key, which stale returns at once
+// anyway) are left alone.
 func (b *laneBuffer) restamp(failed []due) {
 	if len(failed) == 0 {
 		return
 	}
-	prev := make(map[uint64]time.Time, len(failed))
+	keys := make(map[uint64]bool, len(failed))
 	for _, x := range failed {
-		prev[x.key] = x.prev
+		keys[x.key] = true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, l := range b.lanes {
 		for k := range l {
-			if t, ok := prev[l[k].key]; ok {
-				l[k].fetched = t
+			if keys[l[k].key] {
+				l[k].fetched = time.Time{}
 			}
 		}
 	}

@@ -281,7 +281,7 @@ func TestOpenRequestsStale(t *testing.T) {
 }
 
 // A job whose Extend failed is returned again by the next call of stale,
-// not a whole age later: restamp gives it back its previous stamp. Jobs
+// not a whole age later: restamp clears its stamp. Jobs
 // extended in the same round, and a job picked and put back meanwhile,
 // keep theirs.
 func TestLaneBufferRestamp(t *testing.T) {
