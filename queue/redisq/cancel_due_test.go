@@ -18,7 +18,7 @@ import (
 func TestCancelDueDelayedJob(t *testing.T) {
 	srv := testredis.Start(t, testredis.Options{})
 	q := open(t, srv, queue.Config{Name: "cancel-due", Lanes: []string{"vip", "default"}})
-	job := &queue.Job{ID: "due-1", Lane: "default", NotBefore: time.Now().Add(200 * time.Millisecond),
+	job := &queue.Job{ID: "due-1", Lane: "default", NotBefore: time.Now().Add(time.Second),
 		Payload: json.RawMessage(`1`)}
 	if _, err := q.Enqueue(t.Context(), job); err != nil {
 		t.Fatal(err)
