@@ -88,7 +88,7 @@ func (r *Request) check() []error {
 			bad("headers."+k, "%s", msg)
 		}
 	}
-	if r.ContentType != "" && (len(r.ContentType) > 256 || hasControl(r.ContentType)) {
+	if r.ContentType != "" && (len(r.ContentType) > 256 || HasControl(r.ContentType)) {
 		bad("content_type", "must be at most 256 bytes, without CR, LF, NUL, DEL or another byte below 0x20 but tab")
 	}
 	return errs
@@ -169,16 +169,18 @@ func CheckHeader(name, value string) string {
 		return "set by the sink itself, cannot be set by a job"
 	case len(value) > maxRequestBytes:
 		return fmt.Sprintf("value longer than %d bytes", maxRequestBytes)
-	case !utf8.ValidString(value) || hasControl(value):
+	case !utf8.ValidString(value) || HasControl(value):
 		return "value must be UTF-8 without control characters, that is without CR, LF, NUL, DEL or another byte below 0x20 but tab"
 	}
 	return ""
 }
 
-// hasControl reports whether header value v has a byte that a header field
-// value may not hold (RFC 9110, section 5.5): a control character other
-// than horizontal tab. Bytes from 0x80 are allowed (UTF-8).
-func hasControl(v string) bool {
+// HasControl reports whether header value v has a byte that a header field
+// value may not hold (RFC 9110, section 5.5), which net/http refuses to
+// send: a control character other than horizontal tab. Bytes from 0x80
+// are allowed (UTF-8). CheckHeader applies it to a job's headers, and the
+// sink to its configured ones.
+func HasControl(v string) bool {
 	for _, c := range []byte(v) {
 		if (c < ' ' && c != '\t') || c == 0x7f {
 			return true

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/setting"
 )
 
@@ -225,7 +226,7 @@ func (c *HTTPConfig) validateTarget() []error {
 			bad("content_type", "only with encoding raw (encoding %s sets its own)", c.Encoding)
 		}
 	case EncodingRaw:
-		if hasControl(c.ContentType) {
+		if queue.HasControl(c.ContentType) {
 			bad("content_type", "must not contain CR, LF or NUL, nor DEL or another byte below 0x20 but tab")
 		}
 	default:
@@ -251,7 +252,7 @@ func (c *HTTPConfig) validateHeaders() []error {
 			bad("headers."+name, "not a valid header name")
 		case slices.Contains(reservedHeaders, http.CanonicalHeaderKey(name)):
 			bad("headers."+name, "set by the sink itself, cannot be configured")
-		case hasControl(c.Headers[name]):
+		case queue.HasControl(c.Headers[name]):
 			bad("headers."+name, "value must not contain CR, LF or NUL, nor DEL or another byte below 0x20 but tab")
 		case c.Auth.Type != "" && c.Auth.Type != AuthNone && http.CanonicalHeaderKey(name) == "Authorization":
 			bad("headers."+name, "set by sink.auth (%s), cannot be configured as well", c.Auth.Type)
@@ -332,19 +333,6 @@ func parseEndpoint(raw string) (endpoint, error) {
 func redact(u *url.URL) string {
 	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	return r.String()
-}
-
-// hasControl reports whether v has a byte that a header field value may
-// not hold (RFC 9110, section 5.5), which net/http refuses to send: a
-// control character other than horizontal tab. It is queue.CheckHeader's
-// rule, for the configured headers and content type.
-func hasControl(v string) bool {
-	for _, c := range []byte(v) {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return true
-		}
-	}
-	return false
 }
 
 func validHeaderName(name string) bool {
