@@ -18,7 +18,7 @@ func (h *HTTP) classify(resp *http.Response) error {
 	case s >= 200 && s < 300:
 		return nil
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
-		return &ThrottledError{Status: s, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), h.now())}
+		return &ThrottledError{Status: s, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), resp.Header.Get("Date"), h.now())}
 	}
 	e := &StatusError{Status: resp.StatusCode}
 	e.Body, e.Truncated = excerpt(resp.Body)
@@ -32,8 +32,12 @@ func (h *HTTP) classify(resp *http.Response) error {
 
 // parseRetryAfter reads a Retry-After value, either delay-seconds or an
 // HTTP-date (RFC 9110, section 10.2.3), as a duration from now. It returns
-// zero for an empty, unreadable, negative or past value.
-func parseRetryAfter(v string, now time.Time) time.Duration {
+// zero for an empty, unreadable, negative or past value. An HTTP-date is
+// read against the answer's own Date header when it has a readable one,
+// both being the provider's clock, and against now only without: a
+// replica whose clock runs a minute behind the provider's would otherwise
+// wait a minute too long, and one running ahead not at all.
+func parseRetryAfter(v, date string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
@@ -45,6 +49,9 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		return secondsDuration(secs) // ParseUint gives the largest value on overflow
 	}
 	if t, err := http.ParseTime(v); err == nil {
+		if d, err := http.ParseTime(strings.TrimSpace(date)); err == nil {
+			now = d
+		}
 		return max(t.Sub(now), 0)
 	}
 	return 0

@@ -25,7 +25,10 @@
 //
 // Retry-After is read as seconds ("120") or as an HTTP-date ("Wed, 21 Oct
 // 2026 07:28:00 GMT"); an unreadable, negative or past value counts as
-// zero. It is ignored on any status but 429 and 503.
+// zero. A date is counted from the answer's Date header when it has one
+// (both are the provider's clock, so a replica's clock that is off does
+// not matter), from this replica's clock when not. It is ignored on any
+// status but 429 and 503.
 //
 // A *StatusError's text carries the status and the first 512 bytes of the
 // provider's answer (MaxBodyExcerpt), trimmed and made printable, so that
