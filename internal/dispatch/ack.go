@@ -37,8 +37,12 @@ const (
 	// ackRetryFor is how long an ack that failed for a reason that may
 	// pass (the backend unreachable, a failover under way, a confirmation
 	// lost with the server that was to send it) is sent again: longer than
-	// a Redis or NATS failover takes, well within the visibility timeout,
-	// after which the job would be delivered again.
+	// a Redis or NATS failover takes. A job's visibility timeout may pass
+	// first (it may be as short as 100ms, and a job is not kept alive once
+	// sent): the job may then be delivered again, as any job whose holder
+	// went quiet is, and the ack that comes through after that finds it no
+	// longer this replica's (queue.ErrSettled) and leaves it to its new
+	// holder: the queues check the holder on every ack.
 	ackRetryFor = 15 * time.Second
 )
 
