@@ -197,7 +197,7 @@ func (p *Producer) runChecks(jobs []*queue.Job) error {
 			case len(jobs) == 1:
 				errs = append(errs, err)
 			default:
-				errs = append(errs, fmt.Errorf("job %d: %w", i, err))
+				errs = append(errs, &queue.JobError{Index: i, Err: err})
 			}
 		}
 	}

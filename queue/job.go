@@ -68,6 +68,19 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 // Is makes every FieldError match ErrInvalidJob.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalidJob }
 
+// JobError is what is wrong with one job of a batch of several: Index is
+// its place in the batch (from 0), Err its problems (FieldError values,
+// joined when there are several). Its text is "job 3: cost: ...".
+type JobError struct {
+	Index int
+	Err   error
+}
+
+func (e *JobError) Error() string { return fmt.Sprintf("job %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the job's problems.
+func (e *JobError) Unwrap() error { return e.Err }
+
 // DefaultMaxCost is the largest cost of a job when Config.MaxCost is zero.
 const DefaultMaxCost = 100
 

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,14 +13,15 @@ func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 // Prepare readies jobs for enqueueing under cfg (SetDefaults already
 // applied): it normalises each job, validates every one, and only when all
 // are valid fills missing ids and stamps EnqueuedAt with now. The error names
-// each bad job by index ("job 3: payload: required") and matches
+// each bad job of a batch of several by index (a *JobError: "job 3:
+// payload: required") and matches
 // ErrInvalidJob; on error no job's ID or EnqueuedAt is touched. Backends call
 // it at the start of Enqueue.
 func Prepare(cfg *Config, now time.Time, jobs []*Job) error {
 	var errs []error
 	for i, j := range jobs {
 		if j == nil {
-			errs = append(errs, fmt.Errorf("job %d: %w", i, &FieldError{Field: "job", Reason: "nil"}))
+			errs = append(errs, &JobError{Index: i, Err: &FieldError{Field: "job", Reason: "nil"}})
 			continue
 		}
 		j.Normalize(cfg.DefaultLane())
@@ -29,7 +29,7 @@ func Prepare(cfg *Config, now time.Time, jobs []*Job) error {
 			if len(jobs) == 1 {
 				errs = append(errs, err)
 			} else {
-				errs = append(errs, fmt.Errorf("job %d: %w", i, err))
+				errs = append(errs, &JobError{Index: i, Err: err})
 			}
 		}
 	}

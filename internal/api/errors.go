@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -80,11 +81,9 @@ func problems(err error, prefix, fallback string) []Problem {
 }
 
 // refused lists what the queue refused of the n jobs of a request (batch:
-// sent as {"jobs": [...]}), named as the API's own checks name them. The
-// queue names a bad job of a batch of several only in the text of its error
-// ("job 2: cost: ..."), which no type carries and which is not parsed: each
-// such job is one problem about "jobs", its reason the queue's words with
-// the index. A batch of one is not wrapped: its fields are "jobs[0].<field>".
+// sent as {"jobs": [...]}), named as the API's own checks name them: a
+// job of a batch of several by its index (queue.JobError), "jobs[2].cost".
+// A batch of one is not wrapped: its fields are "jobs[0].<field>".
 func refused(err error, batch bool, n int) []Problem {
 	switch {
 	case !batch:
@@ -94,6 +93,10 @@ func refused(err error, batch bool, n int) []Problem {
 	}
 	var out []Problem
 	for _, e := range joined(err) {
+		if je, ok := errors.AsType[*queue.JobError](e); ok {
+			out = append(out, problems(je.Err, fmt.Sprintf("jobs[%d].", je.Index), "job")...)
+			continue
+		}
 		out = append(out, Problem{Field: "jobs", Reason: strings.ReplaceAll(e.Error(), "\n", "; ")})
 	}
 	return out

@@ -49,12 +49,15 @@ func TestRefusedNamesBatchFields(t *testing.T) {
 		{"a batch of one", fmt.Errorf("q: %w", cost), true, 1, []Problem{{"jobs[0].cost", "x"}}},
 		{"a batch of one, no FieldError", fmt.Errorf("q: %w", queue.ErrInvalidJob), true, 1,
 			[]Problem{{"jobs[0].job", "q: " + queue.ErrInvalidJob.Error()}}},
-		// The index is only in the text: the field is "jobs", not "cost".
-		{"job 2 of 3", fmt.Errorf("job 2: %w", cost), true, 3, []Problem{{"jobs", "job 2: cost: x"}}},
+		// A queue.JobError names its job's index: jobs[2].cost.
+		{"job 2 of 3", errors.Join(&queue.JobError{Index: 2, Err: cost}), true, 3, []Problem{{"jobs[2].cost", "x"}}},
 		{"jobs 0 and 2 of 3, wrapped", fmt.Errorf("p: %w", fmt.Errorf("q: %w", errors.Join(
-			fmt.Errorf("job 0: %w", errors.Join(cost, &queue.FieldError{Field: "lane", Reason: "y"})),
-			fmt.Errorf("job 2: %w", cost)))), true, 3,
-			[]Problem{{"jobs", "job 0: cost: x; lane: y"}, {"jobs", "job 2: cost: x"}}},
+			&queue.JobError{Index: 0, Err: errors.Join(cost, &queue.FieldError{Field: "lane", Reason: "y"})},
+			&queue.JobError{Index: 2, Err: cost}))), true, 3,
+			[]Problem{{"jobs[0].cost", "x"}, {"jobs[0].lane", "y"}, {"jobs[2].cost", "x"}}},
+		// An error about one job of several that names none stays about "jobs".
+		{"an untyped refusal of 3", fmt.Errorf("q: %w", errors.Join(fmt.Errorf("job 1: %w", cost))), true, 3,
+			[]Problem{{"jobs", "job 1: cost: x"}}},
 	} {
 		got := refused(tc.err, tc.batch, tc.n)
 		if !slices.Equal(got, tc.want) {
@@ -114,7 +117,7 @@ func TestEnqueueNamesWhatTheQueueRefused(t *testing.T) {
 		{"a batch of one", `{"jobs":[{"cost":3,"payload":1}]}`,
 			[]Problem{{"jobs[0].cost", "must be between 1 and 2 (queue.max_cost), got 3"}}},
 		{"a batch of three", `{"jobs":[{"payload":1},{"payload":2},{"cost":3,"payload":3}]}`,
-			[]Problem{{"jobs", "job 2: cost: must be between 1 and 2 (queue.max_cost), got 3"}}},
+			[]Problem{{"jobs[2].cost", "must be between 1 and 2 (queue.max_cost), got 3"}}},
 	} {
 		req := httptest.NewRequestWithContext(t.Context(), "POST", "/v1/queues/api/jobs", strings.NewReader(tc.body))
 		req.Header.Set("Authorization", "Bearer "+tok)
