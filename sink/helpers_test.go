@@ -78,11 +78,16 @@ func newSink(t testing.TB, cfg HTTPConfig) *HTTP {
 }
 
 // answer returns a handler that drains the request and answers status,
-// with the headers given as name, value pairs, and body.
+// with the headers given as name, value pairs (an empty value: none, not
+// even the one the server would add), and body.
 func answer(status int, body string, headers ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		for i := 0; i+1 < len(headers); i += 2 {
+			if headers[i+1] == "" { // none, not even the server's own (Date)
+				w.Header()[headers[i]] = nil
+				continue
+			}
 			w.Header().Set(headers[i], headers[i+1])
 		}
 		w.WriteHeader(status)

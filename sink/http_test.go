@@ -123,6 +123,7 @@ func TestSendClassifiesAnswers(t *testing.T) {
 	tests := []struct {
 		status     int
 		retryAfter string // header value; "" means none
+		date       string // the answer's Date header; "" means the server's own, "none" none
 		body       string
 		want       string
 		wantRetry  time.Duration
@@ -133,7 +134,10 @@ func TestSendClassifiesAnswers(t *testing.T) {
 		{status: 204, want: "delivered"},
 		{status: 429, want: "throttled", wantInText: []string{"429"}},
 		{status: 429, retryAfter: "7", want: "throttled", wantRetry: 7 * time.Second},
-		{status: 503, retryAfter: "Sat, 21 Nov 2026 10:00:30 GMT", want: "throttled", wantRetry: 30 * time.Second},
+		// A date counts from the answer's Date (the provider's clock, here
+		// 10s ahead of the replica's), or from the replica's clock without one.
+		{status: 503, retryAfter: "Sat, 21 Nov 2026 10:00:30 GMT", date: "Sat, 21 Nov 2026 10:00:10 GMT", want: "throttled", wantRetry: 20 * time.Second},
+		{status: 503, retryAfter: "Sat, 21 Nov 2026 10:00:30 GMT", date: "none", want: "throttled", wantRetry: 30 * time.Second},
 		{status: 503, retryAfter: "-3", want: "throttled", wantRetry: 0},
 		{status: 429, retryAfter: "soon", want: "throttled", wantRetry: 0},
 		{status: 408, want: "transient", wantInText: []string{"408"}},
@@ -151,11 +155,18 @@ func TestSendClassifiesAnswers(t *testing.T) {
 	p := newProvider(t, nil)
 	h := newSink(t, HTTPConfig{URL: p.URL, Now: func() time.Time { return now }})
 	for _, tt := range tests {
-		name := http.StatusText(tt.status) + "/" + tt.retryAfter
+		name := http.StatusText(tt.status) + "/" + tt.retryAfter + "/" + tt.date
 		t.Run(name, func(t *testing.T) {
 			var hdr []string
 			if tt.retryAfter != "" {
 				hdr = []string{"Retry-After", tt.retryAfter}
+			}
+			switch tt.date {
+			case "":
+			case "none":
+				hdr = append(hdr, "Date", "")
+			default:
+				hdr = append(hdr, "Date", tt.date)
 			}
 			p.setHandler(answer(tt.status, tt.body, hdr...))
 			err := h.Send(context.Background(), &queue.Job{ID: "j", Payload: json.RawMessage(`{"secret":"PAYLOAD"}`)})
