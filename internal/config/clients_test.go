@@ -179,6 +179,8 @@ func TestConnectNATSAuth(t *testing.T) {
 		{"token", map[string]string{"nats.url": tokenURL, "nats.token": "tok-123"}, true},
 		{"token_file", map[string]string{"nats.url": tokenURL, "nats.token_file": token}, true},
 		{"wrong token", map[string]string{"nats.url": tokenURL, "nats.token": "nope"}, false},
+		{"token in the url", map[string]string{"nats.url": strings.Replace(tokenURL, "nats://", "nats://tok-123@", 1)}, true},
+		{"wrong token in the url", map[string]string{"nats.url": strings.Replace(tokenURL, "nats://", "nats://nope@", 1)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,6 +194,20 @@ func TestConnectNATSAuth(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A token in nats.url (nats://TOKEN@host) is hidden from the error of a
+// failed connection, which names the URL.
+func TestConnectNATSErrorHidesTheURLToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := connect(ctx, t, map[string]string{"nats.url": "nats://s3cr3ttoken@127.0.0.1:1"})
+	if err == nil {
+		t.Fatal("connect to a closed port: got success, want an error")
+	}
+	if msg := err.Error(); strings.Contains(msg, "s3cr3ttoken") || !strings.Contains(msg, "nats://***@127.0.0.1:1") {
+		t.Errorf("connect: got error %q; want it to name nats://***@127.0.0.1:1 and not the token", msg)
 	}
 }
 

@@ -44,7 +44,7 @@
 // gathered as they are, and this package's own.
 //
 // Secrets (nats.password, nats.token, the contents of password_file and
-// token_file, sink.headers values, and passwords inside URLs) never appear
-// in an error, in Redacted, or when a Config or a Secret is printed or
-// logged.
+// token_file, sink.headers values, passwords inside URLs, and the token of
+// nats.url's nats://TOKEN@host) never appear in an error, in Redacted, or
+// when a Config or a Secret is printed or logged.
 package config

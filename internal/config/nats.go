@@ -20,8 +20,9 @@ const natsDialTimeout = 5 * time.Second
 // keys), a token, or a credentials file.
 type NATS struct {
 	// URL is nats://host:port (tls://, ws://, wss:// too), or several
-	// separated by commas. Zero means nats://127.0.0.1:4222. Passwords in
-	// it are hidden from Redacted.
+	// separated by commas. Zero means nats://127.0.0.1:4222. Passwords and
+	// tokens in it (nats://user:password@host, nats://TOKEN@host) are
+	// hidden from Redacted and from errors.
 	URL string `yaml:"url"`
 	// User and Password authenticate with a user name and password; the
 	// password may come from PasswordFile instead. Optional.
@@ -85,7 +86,7 @@ func (c *Config) ConnectNATS(ctx context.Context) (*nats.Conn, error) {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
-		return nil, fmt.Errorf("config: connect to nats at %s: %w", redactURLs(c.NATS.URL, false), err)
+		return nil, fmt.Errorf("config: connect to nats at %s: %w", redactURLs(c.NATS.URL, urlKeys["nats.url"]), err)
 	}
 	return nc, nil
 }

@@ -18,8 +18,9 @@ import (
 // Redacted returns the configuration as YAML, in the file's layout and
 // with durations as "30s", that Load reads back to the same values — but
 // with every secret replaced by "***": nats.password, nats.token, the
-// headers' values, the password in a URL and the query of sink.url. The
-// files a key names are shown by name, never read.
+// headers' values, the password in a URL, the token in nats.url
+// (nats://TOKEN@host) and the query of sink.url. The files a key names are
+// shown by name, never read.
 func (c *Config) Redacted() string {
 	var b strings.Builder
 	enc := yaml.NewEncoder(&b)
@@ -31,9 +32,17 @@ func (c *Config) Redacted() string {
 	return b.String()
 }
 
-// urlKeys are the keys holding URLs whose password Redacted hides; true
-// hides the query's values too.
-var urlKeys = map[string]bool{"redis.url": false, "nats.url": false, "sink.url": true}
+// urlSecrets says what of a URL is secret besides its password.
+type urlSecrets struct {
+	// query: the query's values (sink.url's API keys).
+	query bool
+	// token: a user name without a password, which NATS reads as a token
+	// (nats://TOKEN@host).
+	token bool
+}
+
+// urlKeys are the keys holding URLs whose secrets Redacted hides.
+var urlKeys = map[string]urlSecrets{"redis.url": {}, "nats.url": {token: true}, "sink.url": {query: true}}
 
 // structNode renders the keys of struct v, under prefix, into n (a new
 // mapping when nil): a squashed struct's keys go into its parent's.
@@ -90,8 +99,8 @@ func valueNode(v reflect.Value, key string) *yaml.Node {
 		return seq
 	case reflect.String:
 		s := v.String()
-		if query, ok := urlKeys[key]; ok {
-			s = redactURLs(s, query)
+		if secrets, ok := urlKeys[key]; ok {
+			s = redactURLs(s, secrets)
 		}
 		return str(s)
 	case reflect.Float32, reflect.Float64:
@@ -126,10 +135,11 @@ func formatDuration(d time.Duration) string {
 	return s
 }
 
-// redactURLs hides the passwords of a comma-separated list of URLs, and
-// their query's values when query is set. A URL that does not parse is
-// shown as "(invalid URL)".
-func redactURLs(raw string, query bool) string {
+// redactURLs hides the secrets of a comma-separated list of URLs: their
+// passwords, their query's values when secrets.query is set, and a user
+// name without a password when secrets.token is set. A URL that does not
+// parse is shown as "(invalid URL)".
+func redactURLs(raw string, secrets urlSecrets) string {
 	parts := strings.Split(raw, ",")
 	for i, one := range parts {
 		u, err := url.Parse(strings.TrimSpace(one))
@@ -138,10 +148,14 @@ func redactURLs(raw string, query bool) string {
 			continue
 		}
 		_, hasPassword := u.User.Password()
-		if hasPassword {
+		hideUser := secrets.token && u.User != nil && !hasPassword
+		switch {
+		case hasPassword:
 			u.User = url.User(u.User.Username())
+		case hideUser:
+			u.User = nil
 		}
-		if query && u.RawQuery != "" {
+		if secrets.query && u.RawQuery != "" {
 			var hidden []string
 			for _, k := range slices.Sorted(maps.Keys(u.Query())) {
 				hidden = append(hidden, url.QueryEscape(k)+"="+Hidden)
@@ -149,8 +163,13 @@ func redactURLs(raw string, query bool) string {
 			u.RawQuery = strings.Join(hidden, "&")
 		}
 		parts[i] = u.String()
-		if hasPassword { // url.UserPassword would escape the stars
+		// Written in by hand: url.User and url.UserPassword would escape
+		// the stars.
+		switch {
+		case hasPassword:
 			parts[i] = strings.Replace(parts[i], "@", ":"+Hidden+"@", 1)
+		case hideUser:
+			parts[i] = strings.Replace(parts[i], "//", "//"+Hidden+"@", 1)
 		}
 	}
 	return strings.Join(parts, ",")

@@ -68,6 +68,24 @@ sink:
 	}
 }
 
+// A user without a password in nats.url is a token (nats://TOKEN@host) and
+// is hidden; in redis.url it is only a user name, and shows.
+func TestRedactedHidesTheNATSURLToken(t *testing.T) {
+	c := mustLoad(t, "", nil, withRequired(map[string]string{
+		"nats.url":  "nats://hunter2@127.0.0.1:4222, tls://hunter2@[::1]:4223",
+		"redis.url": "redis://alice@127.0.0.1:6379/0",
+	}))
+	r := c.Redacted()
+	if strings.Contains(r, secret) {
+		t.Errorf("Redacted(): got the token in\n%s", r)
+	}
+	for _, want := range []string{"url: nats://***@127.0.0.1:4222,tls://***@[::1]:4223", "url: redis://alice@127.0.0.1:6379/0"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("Redacted(): got\n%s\nwant it to contain %q", r, want)
+		}
+	}
+}
+
 func TestErrorsDoNotShowSecrets(t *testing.T) {
 	tests := []struct {
 		name  string
