@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -156,4 +157,13 @@ func RetryAfter(err error) time.Duration {
 		return te.RetryAfter
 	}
 	return 0
+}
+
+// NotSent reports whether err says the request never reached the provider:
+// its connection could not be opened (a refused or timed-out dial, a name
+// that does not resolve), so no byte of it was written. The request still
+// counts as an attempt; it is not counted as sent.
+func NotSent(err error) bool {
+	oe, ok := errors.AsType[*net.OpError](err)
+	return ok && oe.Op == "dial"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,23 @@ func TestRetryAfter(t *testing.T) {
 	} {
 		if got := RetryAfter(tt.err); got != tt.want {
 			t.Errorf("RetryAfter(%q) = %s, want %s", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestNotSentOnlyForConnectionsNeverOpened(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&net.OpError{Op: "dial", Err: context.DeadlineExceeded}, true},
+		{fmt.Errorf("%w: POST http://x: %w", ErrTransient, &net.OpError{Op: "dial", Err: context.DeadlineExceeded}), true},
+		{&net.OpError{Op: "read", Err: context.DeadlineExceeded}, false},
+		{ErrTransient, false},
+		{nil, false},
+	} {
+		if got := NotSent(tc.err); got != tc.want {
+			t.Errorf("NotSent(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

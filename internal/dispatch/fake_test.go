@@ -170,15 +170,25 @@ type gatePacer struct {
 	forfeits  []pacer.Slot
 	aheads    []time.Duration       // each TakeAhead's ahead
 	holds     int                   // Hold calls
+	holdFor   time.Duration         // how long each Hold waits (the slot still to come)
 	aside     atomic.Pointer[error] // Aside's answer, and TakeAhead's error, when set
 }
 
-// Hold counts the call and returns at once: the fake's slots have come
-// when TakeAhead returns.
+// Hold counts the call and returns after holdFor (at once by default:
+// the fake's slots have come when TakeAhead returns).
 func (p *gatePacer) Hold(ctx context.Context, _ pacer.Slot) error {
 	p.mu.Lock()
 	p.holds++
+	wait := p.holdFor
 	p.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 	return ctx.Err()
 }
 

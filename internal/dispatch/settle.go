@@ -55,16 +55,20 @@ func (e *Engine) send(ctx context.Context, d queue.Delivery, slot pacer.Slot) {
 		e.late(d, slot)
 		return
 	}
-	e.sent.add(j.Lane)
-	if late, ok := left.get(); ok {
-		e.metrics.lateness(late)
-		e.metrics.sent(j, slot.At.Add(late))
-	} else { // a sink that runs no gate: the send began at start
-		e.metrics.sent(j, start)
+	if !sink.NotSent(err) { // a request whose connection never opened is not counted as sent
+		out := start // a sink that runs no gate: the send began at start
+		if late, ok := left.get(); ok {
+			e.metrics.lateness(late)
+			out = slot.At.Add(late)
+		}
+		e.sent.add(j.Lane)
+		e.metrics.sent(j, out)
+		// The provider's time runs from when the request left, not from
+		// the wait for its slot before it (sink.Holder).
+		took := e.cfg.Now().Sub(out)
+		e.metrics.providerLatency(took)
+		e.noteLatency(took)
 	}
-	took := e.cfg.Now().Sub(start)
-	e.metrics.providerLatency(took)
-	e.noteLatency(took)
 	e.observe(err)
 
 	if err == nil {
