@@ -24,7 +24,8 @@ import (
 var assets embed.FS
 
 // Queue is what the console needs of a queue: its counts and its dead
-// letters. It may also be a DeadDeleter.
+// letters. Its dead letters can be deleted when it is also a DeadDeleter,
+// or a queue.Locator and a queue.Canceler (Deletes).
 type Queue interface {
 	queue.Inspector
 	queue.DeadLetters
@@ -150,12 +151,11 @@ func (c *Console) sources() Sources {
 type stateView struct {
 	Snapshot
 	Actions       bool `json:"actions"`        // a token is configured
-	DeleteEnabled bool `json:"delete_enabled"` // the backend deletes dead letters
+	DeleteEnabled bool `json:"delete_enabled"` // the backend deletes dead letters (Deletes)
 }
 
 func (c *Console) state(w http.ResponseWriter, r *http.Request) {
-	_, del := c.o.Q.(DeadDeleter)
-	writeJSON(w, stateView{Snapshot: Collect(r.Context(), c.sources()), Actions: c.o.Token != "", DeleteEnabled: del})
+	writeJSON(w, stateView{Snapshot: Collect(r.Context(), c.sources()), Actions: c.o.Token != "", DeleteEnabled: Deletes(c.o.Q)})
 }
 
 func (c *Console) listDead(w http.ResponseWriter, r *http.Request) {

@@ -12,9 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/internal/testnats"
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/natsq"
 	"github.com/sluicehq/sluice/queue/redisq"
 )
 
@@ -28,9 +32,29 @@ type fixture struct {
 
 func newFixture(t *testing.T, token string) *fixture {
 	t.Helper()
+	return newFixtureOn(t, token, "redis")
+}
+
+// newFixtureOn is newFixture with the queue on backend (redis or nats); the
+// pacer is in Redis either way.
+func newFixtureOn(t *testing.T, token, backend string) *fixture {
+	t.Helper()
 	rs := testredis.Start(t, testredis.Options{})
 	rdb := rs.Client()
-	q, err := redisq.New(rdb, queue.Config{Name: "con", Lanes: []string{"vip", "default"}, Consumer: "test"})
+	cfg := queue.Config{Name: "con", Lanes: []string{"vip", "default"}, Consumer: "test"}
+	var q queue.Queue
+	var err error
+	switch backend {
+	case "redis":
+		q, err = redisq.New(rdb, cfg)
+	case "nats":
+		var js jetstream.JetStream
+		if js, err = jetstream.New(testnats.Start(t).Conn()); err == nil {
+			q, err = natsq.New(t.Context(), js, cfg)
+		}
+	default:
+		t.Fatalf("no backend %q", backend)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +68,7 @@ func newFixture(t *testing.T, token string) *fixture {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	c, err := New(Options{Queue: "con", Backend: "redis", Q: q, Controls: controls, Members: members, Token: token,
+	c, err := New(Options{Queue: "con", Backend: backend, Q: q, Controls: controls, Members: members, Token: token,
 		Log: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -230,5 +254,55 @@ func TestDeadLetters(t *testing.T) {
 	dead, err := f.q.ListDead(ctx, 10)
 	if err != nil || len(dead) != 1 || dead[0].Job.ID != "stale" {
 		t.Errorf("dead letters after the requeue: %v, %v; want stale alone", dead, err)
+	}
+}
+
+// deadLetter enqueues jobs with ids and dead-letters them.
+func (f *fixture) deadLetter(t *testing.T, ids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range ids {
+		if _, err := f.q.Enqueue(ctx, &queue.Job{ID: id, Lane: "default", Payload: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for left := len(ids); left > 0; {
+		ds, err := f.q.Fetch(fctx, "default", left)
+		if err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		for _, d := range ds {
+			if err := d.DeadLetter(ctx, "provider answered 400"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		left -= len(ds)
+	}
+}
+
+// Both backends delete dead letters (through Locate and Cancel): the page's
+// Delete and Purge buttons are on, and purge deletes.
+func TestDeleteEnabled(t *testing.T) {
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) {
+			f := newFixtureOn(t, "tok", backend)
+			f.deadLetter(t, "d1", "d2", "d3")
+			got, body := f.do(t, "GET", "/console/api/state", "", nil)
+			if got != http.StatusOK || !strings.Contains(body, `"delete_enabled":true`) {
+				t.Errorf("state on %s: %d %s; want delete_enabled true", backend, got, body)
+			}
+			jsonTok := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer tok"}
+			if got, body := f.do(t, "POST", "/console/api/dlq/delete", `{"ids":["d2"]}`, jsonTok); got != http.StatusOK || !strings.Contains(body, `"deleted":1`) {
+				t.Errorf("delete d2: %d %s; want 200, deleted 1", got, body)
+			}
+			if got, body := f.do(t, "POST", "/console/api/dlq/purge", `{}`, jsonTok); got != http.StatusOK || !strings.Contains(body, `"deleted":2`) {
+				t.Errorf("purge: %d %s; want 200, deleted 2", got, body)
+			}
+			if dead, err := f.q.ListDead(context.Background(), 10); err != nil || len(dead) != 0 {
+				t.Errorf("dead letters after the purge: %d, %v; want none", len(dead), err)
+			}
+		})
 	}
 }

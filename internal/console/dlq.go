@@ -140,8 +140,27 @@ func Requeue(ctx context.Context, q queue.DeadLetters, now time.Time, ids []stri
 	return res, nil
 }
 
+// Deletes reports whether DeleteDead can delete q's dead letters: q is a
+// DeadDeleter, or it locates and cancels jobs (queue.Locator and
+// queue.Canceler) and lists its dead letters.
+func Deletes(q any) bool {
+	if _, ok := q.(DeadDeleter); ok {
+		return true
+	}
+	_, cok := q.(queue.Canceler)
+	_, lok := q.(queue.Locator)
+	_, iok := q.(deadLister)
+	return cok && lok && iok
+}
+
+// deadLister lists dead letters, oldest first (queue.DeadLetters.ListDead).
+type deadLister interface {
+	ListDead(ctx context.Context, limit int) ([]queue.DeadLetter, error)
+}
+
 // DeleteDead deletes the dead letters of ids, or all of them when ids is
-// empty, when q is a DeadDeleter; else it returns ErrNotSupported.
+// empty, when q is a DeadDeleter or else through queue.Locator and
+// queue.Canceler; when q is neither it returns ErrNotSupported.
 func DeleteDead(ctx context.Context, q any, ids []string) (int, error) {
 	if d, ok := q.(DeadDeleter); ok {
 		n, err := d.DeleteDead(ctx, ids...)
@@ -152,9 +171,7 @@ func DeleteDead(ctx context.Context, q any, ids []string) (int, error) {
 	}
 	c, cok := q.(queue.Canceler)
 	l, lok := q.(queue.Locator)
-	inspect, iok := q.(interface {
-		ListDead(ctx context.Context, limit int) ([]queue.DeadLetter, error)
-	})
+	inspect, iok := q.(deadLister)
 	if !cok || !lok || !iok {
 		return 0, fmt.Errorf("delete dead letters: %w", ErrNotSupported)
 	}

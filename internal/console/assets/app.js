@@ -88,8 +88,8 @@ function renderHeader(s) {
   if (!s.delete_enabled) {
     $('delete-selected').disabled = true;
     $('purge').disabled = true;
-    $('delete-selected').title = $('purge').title = 'not supported by this backend yet';
   }
+  $('delete-selected').title = $('purge').title = s.delete_enabled ? '' : 'not supported by this backend';
 }
 
 function renderPacer(s) {
