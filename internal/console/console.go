@@ -91,10 +91,16 @@ func (c *Console) Handler() http.Handler {
 // record, or an error.
 type action func(w http.ResponseWriter, r *http.Request) (string, error)
 
-// guard lets an action run only with the token, from the same origin, and
-// writes the audit record of every attempt.
+// guard lets an action run only from the same origin, with the token and
+// (for a POST) a JSON body, and writes the audit record of every attempt,
+// refused ones included.
 func (c *Console) guard(name string, h action) http.Handler {
-	run := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := c.cop.Check(r); err != nil {
+			c.audit(r, name, "", "refused: cross-origin request")
+			writeErr(w, http.StatusForbidden, "cross-origin request refused: "+err.Error())
+			return
+		}
 		if c.o.Token == "" {
 			c.audit(r, name, "", "refused: no admin.token_file")
 			writeErr(w, http.StatusForbidden, "actions are off: set admin.token_file on this replica")
@@ -108,6 +114,7 @@ func (c *Console) guard(name string, h action) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+			c.audit(r, name, "", "refused: body not application/json")
 			writeErr(w, http.StatusUnsupportedMediaType, "send application/json")
 			return
 		}
@@ -128,7 +135,6 @@ func (c *Console) guard(name string, h action) http.Handler {
 		}
 		c.audit(r, name, detail, "done") // payload views too: they show user data
 	})
-	return c.cop.Handler(run)
 }
 
 var errBadRequest = errors.New("bad request")

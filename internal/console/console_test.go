@@ -107,7 +107,9 @@ func (f *fixture) paused(t *testing.T) bool {
 }
 
 // Actions need the token, JSON, and the same origin; each attempt is
-// audited; the schedule pauses only when all hold.
+// audited, refused ones too (cross-origin and non-JSON included), and a
+// refusal's body is the JSON error the page reads; the schedule pauses only
+// when all hold.
 func TestActionsGuarded(t *testing.T) {
 	f := newFixture(t, "tok")
 	jsonTok := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer tok"}
@@ -133,8 +135,8 @@ func TestActionsGuarded(t *testing.T) {
 		{"other origin", with(map[string]string{"Origin": "http://evil.example"}), http.StatusForbidden},
 		{"form post", with(map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), http.StatusUnsupportedMediaType},
 	} {
-		if got, body := f.do(t, "POST", "/console/api/pause", "{}", tt.header); got != tt.want {
-			t.Errorf("%s: status %d (%s), want %d", tt.name, got, body, tt.want)
+		if got, body := f.do(t, "POST", "/console/api/pause", "{}", tt.header); got != tt.want || !strings.HasPrefix(body, `{"error":`) {
+			t.Errorf("%s: status %d (%s), want %d with a JSON error", tt.name, got, body, tt.want)
 		}
 		if f.paused(t) {
 			t.Fatalf("%s: the schedule was paused", tt.name)
@@ -156,11 +158,16 @@ func TestActionsGuarded(t *testing.T) {
 		t.Errorf("purge of no dead letters: %d %s, want 200", got, body)
 	}
 	log := f.log.String()
+	if n := strings.Count(log, `result="refused: `); n != 6 {
+		t.Errorf("%d refusals in the audit log, want 6 (one per refused attempt):\n%s", n, log)
+	}
 	for _, want := range []string{
 		`msg="sluice: audit" via=console action=pause detail="" result="refused: wrong or missing token"`,
 		`action=pause detail="" result=done`,
 		`action="set rate" detail=12.5/s result=done`,
 		`action=purge detail="deleted 0" result=done`,
+		`action=pause detail="" result="refused: cross-origin request"`,
+		`action=pause detail="" result="refused: body not application/json"`,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("audit log lacks %s:\n%s", want, log)
