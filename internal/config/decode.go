@@ -36,8 +36,8 @@ func (s *schema) decode(k *koanf.Koanf, c *Config, ps *problems) error {
 		}
 		key := s.fileKey(de.Name())
 		msg := de.Unwrap().Error()
-		if errors.Is(de, errNotMapping) && s.byKey[key] != nil && s.byKey[key].isMap() {
-			msg += "; from the environment, set one with " + envName(key) + "_<NAME>"
+		if f := s.byKey[key]; errors.Is(de, errNotMapping) && f != nil && f.isMap() {
+			msg += "; from the environment, set one with " + f.envHint()
 		}
 		found = append(found, problemf(key, "%s", msg))
 	})

@@ -23,10 +23,14 @@
 //     against the set of real keys, so keys that contain '_' work. A list
 //     is comma-separated (SLUICE_QUEUE_PRIVILEGED_USERS=alice,bob), lanes
 //     are name[:weight] pairs (SLUICE_QUEUE_LANES=vip:8,default:2), and
+//     an entry of a mapping is named by the rest of the variable's name:
 //     SLUICE_SINK_HEADERS_X_API_KEY=... sets the header X-Api-Key ('_'
-//     becomes '-'). An empty value is the zero value of the key, which
-//     means its default. SLUICE_CONFIG (EnvConfigFile) is left to the
-//     caller, to name the file;
+//     becomes '-', the name is canonicalised), while
+//     SLUICE_PACER_TENANTS_RATES_acme=5 sets tenant acme, the name as
+//     written, case and '_' kept, since tenants are matched exactly
+//     (..._ACME would set tenant ACME). An empty value is the zero value
+//     of the key, which means its default. SLUICE_CONFIG (EnvConfigFile)
+//     is left to the caller, to name the file;
 //  4. flags: a map from the dotted key ("pacer.rate") to its value as text,
 //     read like an environment variable's value.
 //

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/sink"
 )
 
 // field is one key of the file that holds a value: a leaf of Config.
@@ -194,8 +196,9 @@ func isEmptyMap(v any) bool {
 }
 
 // envKey maps an environment variable's name to its key: the key whose
-// envName it is, or a header below sink.headers. It returns "" for a name
-// that matches no key.
+// envName it is, or an entry of a mapping key, named by the rest of the
+// variable's name (see entryName). It returns "" for a name that matches
+// no key.
 func (s *schema) envKey(name string) string {
 	if f, ok := s.byEnv[name]; ok {
 		return f.key
@@ -203,11 +206,34 @@ func (s *schema) envKey(name string) string {
 	for _, f := range s.fields {
 		prefix := envName(f.key) + "_"
 		if f.isMap() && strings.HasPrefix(name, prefix) && len(name) > len(prefix) {
-			header := strings.ReplaceAll(strings.TrimPrefix(name, prefix), "_", "-")
-			return f.key + "." + http.CanonicalHeaderKey(header)
+			return f.key + "." + f.entryName(name[len(prefix):])
 		}
 	}
 	return ""
+}
+
+// headersType is sink.headers's type, whose entries are HTTP headers.
+var headersType = reflect.TypeFor[sink.Headers]()
+
+// entryName is the entry of mapping f that the rest of an environment
+// variable's name sets. Below sink.headers it is a header, '_' read as
+// '-' and canonicalised (X_API_KEY is X-Api-Key). Below any other mapping
+// (pacer.tenants.rates, whose names are matched exactly) it is the text as
+// written, case and '_' kept: acme is acme, ACME is ACME.
+func (f *field) entryName(rest string) string {
+	if f.typ == headersType {
+		return http.CanonicalHeaderKey(strings.ReplaceAll(rest, "_", "-"))
+	}
+	return rest
+}
+
+// envHint says how to set an entry of mapping f from the environment.
+func (f *field) envHint() string {
+	env := envName(f.key)
+	if f.typ == headersType {
+		return fmt.Sprintf("%s_<NAME>, the header's name with '_' for '-' (%s_X_API_KEY sets X-Api-Key)", env, env)
+	}
+	return fmt.Sprintf("%s_<name>, the name as written, case and '_' kept (%s_acme sets acme, %s_ACME sets ACME)", env, env, env)
 }
 
 // nearEnv returns the variable that name misspells by its underscores or
