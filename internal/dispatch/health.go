@@ -23,6 +23,13 @@ func (e *Engine) backendError(component string, err error) {
 	}
 }
 
+// CountBackendError counts a failed call to a component ("pacer") made
+// outside the engine, in sluice_backend_errors_total: the replica's
+// heartbeat, which an idle replica still makes when none of its own loops
+// calls the pacer. It leaves readiness to the engine's calls and probes (a
+// replica pacing itself while Redis is away is still ready).
+func (e *Engine) CountBackendError(component string) { e.metrics.backendError(component) }
+
 // setHealthy records that a component answered.
 func (e *Engine) setHealthy(component string) {
 	e.healthMu.Lock()

@@ -47,6 +47,9 @@ type Replica struct {
 	ln        net.Listener
 	operator  operatorWatch
 	horizon   horizonWatch
+	// beatFailing is whether the last heartbeat failed (heartbeat's
+	// goroutine only), so that a failing spell logs once.
+	beatFailing bool
 }
 
 // New builds the engine and metrics of a replica on opened parts.
@@ -264,9 +267,19 @@ func (r *Replica) beat(ctx context.Context, m *pacer.Members) {
 	live, err := m.Announce(actx, r.ID, rep.String(), LiveWindow)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.Log.Debug("replica: heartbeat", "err", err)
+			// Counted as the pacer's: an idle replica makes no other call
+			// to its Redis, and the alert on backend errors must still fire.
+			r.Engine.CountBackendError("pacer")
+			if !r.beatFailing {
+				r.Log.Warn("replica: heartbeat failed: the pacer's Redis does not answer", "err", err)
+			}
+			r.beatFailing = true
 		}
 		return
+	}
+	if r.beatFailing {
+		r.Log.Info("replica: heartbeat answers again")
+		r.beatFailing = false
 	}
 	r.Engine.SetReplicas(len(live))
 	var stp *pacer.State
