@@ -102,7 +102,8 @@ type recorder struct {
 	next    int                 // index of the oldest arrival once buf is full
 	dropped int64               // arrivals forgotten since the last reset
 	total   int64               // arrivals since the last reset
-	done    map[string]struct{} // jobs answered 2xx, by job id else key
+	done    map[string]struct{} // jobs answered 2xx, by job id else key; at most max
+	beyond  int                 // 2xx answers to jobs not in done once done was full
 }
 
 func newRecorder(max int) *recorder { return &recorder{max: max} }
@@ -116,7 +117,13 @@ func (r *recorder) add(a Arrival) {
 		if r.done == nil {
 			r.done = map[string]struct{}{}
 		}
-		r.done[id] = struct{}{}
+		if _, seen := r.done[id]; !seen {
+			if len(r.done) < r.max {
+				r.done[id] = struct{}{}
+			} else { // bounded as the arrivals are: counted, not remembered
+				r.beyond++
+			}
+		}
 	}
 	if len(r.buf) < r.max {
 		r.buf = append(r.buf, a)
@@ -142,12 +149,14 @@ func (r *recorder) snapshot() ([]Arrival, int64) {
 func (r *recorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.buf, r.next, r.dropped, r.total, r.done = nil, 0, 0, 0, nil
+	r.buf, r.next, r.dropped, r.total, r.done, r.beyond = nil, 0, 0, 0, nil, 0
 }
 
-// counts returns the arrivals and distinct jobs delivered since the last reset.
+// counts returns the arrivals and distinct jobs delivered since the last
+// reset: exact for the first max distinct jobs; past those, each 2xx to a
+// job not among them counts as one more.
 func (r *recorder) counts() (int64, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.total, len(r.done)
+	return r.total, len(r.done) + r.beyond
 }

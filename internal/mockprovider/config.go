@@ -76,7 +76,8 @@ type Config struct {
 	Cap float64
 	// MaxArrivals bounds how many arrivals are kept (each costs roughly
 	// 200 bytes plus its ids); past it the oldest are forgotten and counted
-	// as dropped. Zero means 1,000,000.
+	// as dropped. It bounds the delivered jobs remembered for Counts too.
+	// Zero means 1,000,000.
 	MaxArrivals int
 	// KeepBodies keeps each request's body in its Arrival. Zero means only
 	// the body's size is kept.

@@ -215,7 +215,10 @@ func (p *Provider) Arrivals() []Arrival {
 
 // Counts returns how many requests arrived and how many distinct jobs (by
 // job id, else idempotency key) were answered 2xx, without copying the
-// arrivals: cheap enough to poll while the provider is under load.
+// arrivals: cheap enough to poll while the provider is under load. The
+// provider remembers at most MaxArrivals delivered jobs, as it keeps at
+// most that many arrivals: beyond that many distinct jobs, a 2xx to a job
+// it does not remember counts as a new one.
 func (p *Provider) Counts() (arrivals int64, delivered int) { return p.rec.counts() }
 
 // Report summarises the arrivals with since <= At < until; a zero since or
