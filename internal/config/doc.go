@@ -43,9 +43,11 @@
 // Load refuses unknown keys (in the file, as SLUICE_ variables, as flags)
 // and impossible values, and reports every problem at once in one error
 // matching ErrInvalid, one line per problem, each starting with the key it
-// is about: "pacer.rate: must be more than 0 ...". The checks are each
-// package's Config.Validate, whose problems are *setting.Error values
-// gathered as they are, and this package's own.
+// is about: "pacer.rate: must be more than 0 ...". A SLUICE_ variable that
+// a key names as the one to read (sink.auth.secret_env: SLUICE_SMS_SECRET)
+// is not an unknown one. The checks are each package's Config.Validate,
+// whose problems are *setting.Error values gathered as they are, and this
+// package's own.
 //
 // Secrets (nats.password, nats.token, the contents of password_file and
 // token_file, sink.headers values, passwords inside URLs, and the token of

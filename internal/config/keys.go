@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/knadh/koanf/v2"
+
 	"github.com/sluicehq/sluice/sink"
 )
 
@@ -234,6 +236,22 @@ func (f *field) envHint() string {
 		return fmt.Sprintf("%s_<NAME>, the header's name with '_' for '-' (%s_X_API_KEY sets X-Api-Key)", env, env)
 	}
 	return fmt.Sprintf("%s_<name>, the name as written, case and '_' kept (%s_acme sets acme, %s_ACME sets ACME)", env, env, env)
+}
+
+// namedVariables returns the environment variables that the merged layers
+// k name as values of the keys that name one (those ending in _env, as
+// sink.auth.secret_env).
+func (s *schema) namedVariables(k *koanf.Koanf) map[string]bool {
+	named := map[string]bool{}
+	for _, f := range s.fields {
+		if !strings.HasSuffix(f.key, "_env") {
+			continue
+		}
+		if name, ok := k.Get(f.key).(string); ok && name != "" {
+			named[name] = true
+		}
+	}
+	return named
 }
 
 // nearEnv returns the variable that name misspells by its underscores or

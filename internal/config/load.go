@@ -48,18 +48,23 @@ func load(path string, env []string, flags map[string]string, producer bool) (*C
 			return nil, fmt.Errorf("config: merge %s: %w", path, err)
 		}
 	}
-	if err := loadEnv(s, k, env, &ps); err != nil {
+	unknownEnv, err := loadEnv(s, k, env)
+	if err != nil {
 		return nil, err
 	}
+	var flagProblems problems
 	for _, key := range slices.Sorted(maps.Keys(flags)) {
 		if ok, why := s.check(key, flags[key]); !ok {
-			ps.addf(key, "(flag) %s", why)
+			flagProblems.addf(key, "(flag) %s", why)
 			continue
 		}
 		if err := k.Set(key, flags[key]); err != nil {
 			return nil, fmt.Errorf("config: flag %s: %w", key, err)
 		}
 	}
+	// Whatever layer names a variable (sink.auth.secret_env), it is known.
+	reportUnknownEnv(s, unknownEnv, s.namedVariables(k), &ps)
+	ps.addAll(flagProblems.list)
 	c := &Config{producer: producer}
 	// The dispatcher listens to the provider unless told not to: a zero
 	// pacer.Config has it off, so the default is set before decoding.
@@ -103,8 +108,8 @@ func checkKeys(s *schema, k *koanf.Koanf, ps *problems) {
 }
 
 // loadEnv merges the SLUICE_ variables of env into k, mapping each name to
-// its key, and reports the names that match no key.
-func loadEnv(s *schema, k *koanf.Koanf, environ []string, ps *problems) error {
+// its key, and returns the names that match no key, sorted.
+func loadEnv(s *schema, k *koanf.Koanf, environ []string) ([]string, error) {
 	var unknown []string
 	p := env.Provider(".", env.Opt{
 		Prefix:      EnvPrefix,
@@ -121,15 +126,23 @@ func loadEnv(s *schema, k *koanf.Koanf, environ []string, ps *problems) error {
 		},
 	})
 	if err := k.Load(p, nil); err != nil {
-		return fmt.Errorf("config: environment: %w", err)
+		return nil, fmt.Errorf("config: environment: %w", err)
 	}
 	slices.Sort(unknown)
+	return unknown, nil
+}
+
+// reportUnknownEnv reports the SLUICE_ variables that match no key, but
+// those the configuration names as variables to read (named): a secret
+// may well be kept in SLUICE_SMS_SECRET.
+func reportUnknownEnv(s *schema, unknown []string, named map[string]bool, ps *problems) {
 	for _, name := range unknown {
-		if near := s.nearEnv(name); near != "" {
+		switch near := s.nearEnv(name); {
+		case named[name]:
+		case near != "":
 			ps.addf(name, "unknown environment variable; did you mean %s?", near)
-			continue
+		default:
+			ps.addf(name, "unknown environment variable: matches no key (a key such as pacer.rate is set by %sPACER_RATE)", EnvPrefix)
 		}
-		ps.addf(name, "unknown environment variable: matches no key (a key such as pacer.rate is set by %sPACER_RATE)", EnvPrefix)
 	}
-	return nil
 }

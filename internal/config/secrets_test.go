@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,4 +202,53 @@ func natsOptionsOf(t *testing.T, c *Config) nats.Options {
 		}
 	}
 	return o
+}
+
+// The variable sink.auth.secret_env names may be a SLUICE_ one: it is not
+// refused as unknown, whichever layer names it, and its value is no key's.
+// Another unknown SLUICE_ variable still is.
+func TestSecretEnvMayNameASluiceVariable(t *testing.T) {
+	file := writeFile(t, "s.yaml", "sink: {auth: {type: bearer, secret_env: SLUICE_SMS_SECRET}}\n")
+	secretVar := "SLUICE_SMS_SECRET=" + secret
+	byEnv := []string{"SLUICE_SINK_AUTH_TYPE=bearer", "SLUICE_SINK_AUTH_SECRET_ENV=SLUICE_SMS_SECRET"}
+	byFlag := map[string]string{"sink.auth.type": "bearer", "sink.auth.secret_env": "SLUICE_SMS_SECRET"}
+	for _, tt := range []struct {
+		name  string
+		path  string
+		env   []string
+		flags map[string]string
+	}{
+		{"named in the file", file, []string{secretVar}, nil},
+		{"named by the environment", "", append(byEnv, secretVar), nil},
+		{"named by a flag", "", []string{secretVar}, byFlag},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustLoad(t, tt.path, tt.env, withRequired(tt.flags))
+			if got := c.Sink.Auth.SecretEnv; got != "SLUICE_SMS_SECRET" {
+				t.Errorf("sink.auth.secret_env = %q, want SLUICE_SMS_SECRET", got)
+			}
+			if r := c.Redacted(); strings.Contains(r, secret) {
+				t.Errorf("Redacted(): got the secret in\n%s", r)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name string
+		path string
+		env  []string
+		want string
+	}{
+		{"not named", "", []string{secretVar}, "SLUICE_SMS_SECRET"},
+		{"another one", file, []string{secretVar, "SLUICE_SMS_SECRETS=x"}, "SLUICE_SMS_SECRETS"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(tt.path, tt.env, required())
+			if keys := problemKeys(t, err); !slices.Equal(keys, []string{tt.want}) {
+				t.Errorf("got problems about %v, want %s; error:\n%v", keys, tt.want, err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("got the secret in the error:\n%v", err)
+			}
+		})
+	}
 }
