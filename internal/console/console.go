@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,12 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock for expiry checks. Zero means time.Now.
 	Now func() time.Time
+	// AllowedHosts are the host names, besides IP addresses, localhost and
+	// names under .localhost, that a request's Host may carry (a name the
+	// operator reaches the console by, say through a reverse proxy that
+	// passes it). Zero allows none: every other name is refused with 421,
+	// whatever address the listener has, against DNS rebinding.
+	AllowedHosts []string
 }
 
 // Console serves the operator's console under /console/.
@@ -66,11 +73,17 @@ func New(o Options) (*Console, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	for _, h := range o.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/[]") {
+			return nil, fmt.Errorf("console: allowed host %q: give a host name, without a port", h)
+		}
+	}
 	return &Console{o: o, cop: http.NewCrossOriginProtection()}, nil
 }
 
 // Handler serves the page at /console/ and its API at /console/api/.
-// Mount it on a mux at "/console/".
+// Mount it on a mux at "/console/". It answers only requests whose Host is
+// an IP address, localhost or one of Options.AllowedHosts (421 otherwise).
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets") // cannot fail: the directory is embedded
@@ -84,7 +97,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("POST /console/api/dlq/requeue", c.guard("requeue", c.requeue))
 	mux.Handle("POST /console/api/dlq/delete", c.guard("delete", c.deleteDead))
 	mux.Handle("POST /console/api/dlq/purge", c.guard("purge", c.purge))
-	return loopbackHost(mux)
+	return hostGuard(c.o.AllowedHosts, mux)
 }
 
 // action is one guarded request's work: what it did, for the audit
@@ -335,31 +348,48 @@ func noStore(h http.Handler) http.Handler {
 	})
 }
 
-// loopbackHost refuses requests whose Host names something other than a
-// loopback address or localhost when the request came in on a loopback
-// address: a web page cannot then reach the console through DNS
-// rebinding (a name of its own that resolves to 127.0.0.1).
-func loopbackHost(h http.Handler) http.Handler {
+// hostGuard refuses every request whose Host is not an IP address,
+// localhost (or a name under .localhost) or one of allowed, whatever
+// address the listener has. A web page cannot then read the console
+// through DNS rebinding: the page's requests carry its own name in Host,
+// a name its author controls and has pointed at the console's address.
+// That holds behind a port published by Docker as well, where the
+// listener is not loopback but the operator's browser reaches it through
+// 127.0.0.1.
+func hostGuard(allowed []string, h http.Handler) http.Handler {
+	names := map[string]bool{}
+	for _, n := range allowed {
+		names[canonicalHost(n)] = true
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopback(local.String()) {
-			host := r.Host
-			if hh, _, err := net.SplitHostPort(host); err == nil {
-				host = hh
-			}
-			if host != "localhost" && !isLoopback(net.JoinHostPort(host, "0")) {
-				writeErr(w, http.StatusMisdirectedRequest, "this console answers on a loopback address only")
-				return
-			}
+		if !hostAllowed(r.Host, names) {
+			writeErr(w, http.StatusMisdirectedRequest,
+				"this console answers only to an IP address or localhost in Host: open it by address")
+			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
+// hostAllowed reports whether a request's Host (with or without a port)
+// is an IP address, localhost, a name under .localhost, or in names.
+func hostAllowed(hostport string, names map[string]bool) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" {
 		return false
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	host = canonicalHost(host)
+	return host == "localhost" || strings.HasSuffix(host, ".localhost") || names[host]
+}
+
+// canonicalHost is a host name as compared: lower case, no final dot.
+func canonicalHost(name string) string {
+	return strings.TrimSuffix(strings.ToLower(name), ".")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,7 +25,10 @@ import (
 
 // fixture is a console on a real Redis, with a Redis queue.
 type fixture struct {
-	srv      *httptest.Server
+	srv     *httptest.Server
+	handler http.Handler // the console's, as srv serves it
+	opts    Options      // the console's
+
 	q        queue.Queue
 	controls *pacer.Controls
 	log      *bytes.Buffer
@@ -68,14 +72,16 @@ func newFixtureOn(t *testing.T, token, backend string) *fixture {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	c, err := New(Options{Queue: "con", Backend: backend, Q: q, Controls: controls, Members: members, Token: token,
-		Log: slog.New(slog.NewTextHandler(&log, nil))})
+	opts := Options{Queue: "con", Backend: backend, Q: q, Controls: controls, Members: members, Token: token,
+		Log: slog.New(slog.NewTextHandler(&log, nil))}
+	c, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Handler())
+	h := c.Handler()
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, q: q, controls: controls, log: &log}
+	return &fixture{srv: srv, handler: h, opts: opts, q: q, controls: controls, log: &log}
 }
 
 // do sends a request and returns the status and body.
@@ -192,21 +198,74 @@ func TestNoTokenReadOnly(t *testing.T) {
 	}
 }
 
-// A Host that is not loopback is refused on a loopback listener (DNS
-// rebinding).
-func TestLoopbackHost(t *testing.T) {
+// A Host that names anything but an IP address, localhost or an allowed
+// name is refused (DNS rebinding), on a loopback listener and on any other
+// address: in Compose the replica listens on its container's address and
+// the operator's browser reaches it through 127.0.0.1.
+func TestHostGuard(t *testing.T) {
 	f := newFixture(t, "tok")
-	for host, want := range map[string]int{"attacker.example": http.StatusMisdirectedRequest,
-		"attacker.example:80": http.StatusMisdirectedRequest, "localhost:1234": http.StatusOK, "127.0.0.1": http.StatusOK} {
-		req, _ := http.NewRequest("GET", f.srv.URL+"/console/api/state", nil)
-		req.Host = host
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	allowing := f.opts
+	allowing.AllowedHosts = []string{"sluice.internal"}
+	c, err := New(allowing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, ok := http.StatusMisdirectedRequest, http.StatusOK
+	for _, tt := range []struct {
+		host          string
+		want, allowed int // without and with AllowedHosts sluice.internal
+	}{
+		{"attacker.example", refused, refused},
+		{"attacker.example:9464", refused, refused},
+		{"localhost.attacker.example", refused, refused},
+		{"dispatcher-1:9464", refused, refused},
+		{"", refused, refused},
+		{"sluice.internal:9464", refused, ok},
+		{"SLUICE.internal.", refused, ok},
+		{"localhost:1234", ok, ok},
+		{"LocalHost", ok, ok},
+		{"console.localhost:9464", ok, ok},
+		{"127.0.0.1", ok, ok},
+		{"127.0.0.1:9464", ok, ok},
+		{"[::1]:9464", ok, ok},
+		{"[::1]", ok, ok},
+		{"192.0.2.2:9464", ok, ok},
+	} {
+		for _, local := range []net.Addr{
+			&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9464},
+			&net.TCPAddr{IP: net.IPv4(192, 0, 2, 2), Port: 9464}, // a container's address
+		} {
+			for _, hw := range []struct {
+				h    http.Handler
+				want int
+			}{{f.handler, tt.want}, {c.Handler(), tt.allowed}} {
+				req := httptest.NewRequest("GET", "/console/api/dlq", nil)
+				req.Host = tt.host
+				req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, local))
+				rec := httptest.NewRecorder()
+				hw.h.ServeHTTP(rec, req)
+				if rec.Code != hw.want {
+					t.Errorf("dlq with Host %q on a listener at %s: %d, want %d", tt.host, local, rec.Code, hw.want)
+				}
+			}
 		}
-		res.Body.Close()
-		if res.StatusCode != want {
-			t.Errorf("state with Host %s: %d, want %d", host, res.StatusCode, want)
+	}
+	// Through a real listener too.
+	req, _ := http.NewRequest("GET", f.srv.URL+"/console/api/state", nil)
+	req.Host = "attacker.example"
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != refused {
+		t.Errorf("state with Host attacker.example: %d, want %d", res.StatusCode, refused)
+	}
+	for _, bad := range []string{"", "sluice.internal:9464", "http://sluice.internal"} {
+		o := f.opts
+		o.AllowedHosts = []string{bad}
+		if _, err := New(o); err == nil {
+			t.Errorf("New with AllowedHosts %q: no error", bad)
 		}
 	}
 }

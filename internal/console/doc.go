@@ -7,7 +7,10 @@
 // The page is self-contained: its HTML, CSS and JavaScript are embedded
 // (no CDN, no build step), and its chart is a hand-written SVG.
 //
-// Reads (GET /console/api/...) need nothing more than /metrics does.
+// Every request must name an IP address, localhost or one of
+// Options.AllowedHosts in its Host, so that a web page cannot read the
+// console through DNS rebinding. Beyond that, reads (GET /console/api/...)
+// need nothing more than /metrics does.
 // Actions (POST) and payloads need the token of admin.token_file, sent as
 // "Authorization: Bearer TOKEN", and pass net/http's CrossOriginProtection
 // (Sec-Fetch-Site and Origin). Each action is logged as "sluice: audit".
