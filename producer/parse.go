@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -144,6 +145,9 @@ func setField(job *queue.Job, name string, v json.RawMessage) error {
 	if !utf8.Valid(v) {
 		return &queue.FieldError{Field: name, Reason: "not valid UTF-8"}
 	}
+	if name != "payload" && loneSurrogate(v) { // the payload is sent as written
+		return &queue.FieldError{Field: name, Reason: `holds an unpaired UTF-16 surrogate escape (such as \ud800), which is no character: two such values would read the same`}
+	}
 	if name == "payload" && string(v) == "null" {
 		return &queue.FieldError{Field: name, Reason: "must not be null"}
 	}
@@ -232,4 +236,46 @@ func decodeTime(name string, v json.RawMessage, dst *time.Time) error {
 	}
 	*dst = t
 	return nil
+}
+
+// loneSurrogate reports whether the JSON text v holds a \uXXXX escape of
+// a UTF-16 surrogate that is not one half of a pair: encoding/json decodes
+// each such escape to U+FFFD, so "otp-\ud800" and "otp-\udbff" would be
+// the same key.
+func loneSurrogate(v []byte) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' || i+1 >= len(v) {
+			continue
+		}
+		if v[i+1] != 'u' {
+			i++ // a two-character escape: \\, \", \n...
+			continue
+		}
+		r, ok := hex4(v, i+2)
+		i += 5
+		switch {
+		case !ok || r < 0xd800 || r > 0xdfff:
+		case r >= 0xdc00: // a low half with no high half before it
+			return true
+		default: // a high half: a low half must follow
+			lo, ok := -1, i+6 < len(v) && v[i+1] == '\\' && v[i+2] == 'u'
+			if ok {
+				lo, ok = hex4(v, i+3)
+			}
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+// hex4 reads the four hex digits of a \u escape at v[at:].
+func hex4(v []byte, at int) (int, bool) {
+	if at+4 > len(v) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(v[at:at+4]), 16, 32)
+	return int(n), err == nil
 }
