@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -69,7 +68,10 @@ func runDemo(ctx context.Context, o demo.Options, f cli.Flags, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	o.Out, o.Log, o.Timeout = stdout, log, 2*time.Minute
+	if err := o.Check(""); err != nil {
+		return cli.Usage(err)
+	}
+	o.Out, o.Log = stdout, log
 	if _, err := demo.Run(ctx, o); err != nil {
 		return cli.Failure(err)
 	}

@@ -23,7 +23,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"extra"}, 2, "unknown command"},
 		{[]string{"--log-level", "loud"}, 2, "--log-level"},
 		{[]string{"--jobs", "many"}, 2, "--jobs"},
-		{[]string{"--backend", "kafka"}, 1, "backend must be redis or nats"},
+		{[]string{"--backend", "kafka"}, 2, "--backend: must be redis or nats"},
+		{[]string{"--jobs", "-1"}, 2, "--jobs: must be between 1 and 1000000, got -1"},
+		{[]string{"--jobs", "2000000"}, 2, "--jobs: must be between 1 and 1000000"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), tt.args, &out, &errb)

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +37,10 @@ func runDemo(ctx context.Context, g *globals, d demoFlags) error {
 		return err
 	}
 	o := d.opts
-	o.Out, o.Log, o.Timeout = g.stdout, log, 2*time.Minute
+	if err := o.Check("demo-"); err != nil {
+		return cli.Usage(err)
+	}
+	o.Out, o.Log = g.stdout, log
 	if _, err := demo.Run(ctx, o); err != nil {
 		return cli.Failure(err)
 	}

@@ -78,11 +78,16 @@ func TestAdminOnRedis(t *testing.T) {
 	}
 }
 
-// --demo reaches the demo in a default build (demo.go): a bad backend is
-// the demo's own error.
+// --demo reaches the demo in a default build (demo.go): a bad backend or
+// count of jobs is bad usage, named by its flag, before anything starts.
 func TestDemoFlags(t *testing.T) {
-	code, _, stderr := runCmd(t, nil, "--demo", "--demo-backend", "kafka")
-	if code != 1 || !strings.Contains(stderr, "backend must be redis or nats") {
-		t.Errorf("dispatcher --demo --demo-backend kafka: exit %d, stderr %q; want 1 and the demo's backend error", code, stderr)
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"--demo", "--demo-backend", "kafka"}, []string{"--demo-backend: must be redis or nats"}},
+		{[]string{"--demo", "--demo-jobs", "-1"}, []string{"--demo-jobs: must be between 1 and 1000000, got -1"}},
+	} {
+		code, _, stderr := runCmd(t, nil, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want[0]) {
+			t.Errorf("dispatcher %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want[0])
+		}
 	}
 }

@@ -36,7 +36,7 @@ type Options struct {
 	Privileged float64       // share of jobs from a privileged user. Zero means 0.1.
 	Replicas   int           // dispatcher replicas. Zero means 2.
 	Chart      string        // where to write the chart. Zero means sluice-demo.svg in the temp dir.
-	Timeout    time.Duration // give up after. Zero means 2 minutes.
+	Timeout    time.Duration // give up after. Zero means 2 minutes, or 3 × Jobs ÷ Rate + 30s when longer.
 	Out        io.Writer     // the live view and report. Zero means os.Stdout.
 	Log        *slog.Logger  // the replicas' logs. Zero means warnings to os.Stderr.
 }
@@ -57,7 +57,7 @@ func (o *Options) setDefaults() {
 		o.Chart = filepath.Join(os.TempDir(), "sluice-demo.svg")
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 2 * time.Minute
+		o.Timeout = max(2*time.Minute, time.Duration(3*float64(o.Jobs)/o.Rate*float64(time.Second))+30*time.Second)
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout
@@ -83,10 +83,10 @@ type Result struct {
 // Run runs the demo until every job is delivered, ctx ends or the timeout
 // passes, and returns the provider's report.
 func Run(ctx context.Context, o Options) (Result, error) {
-	o.setDefaults()
-	if o.Backend != "redis" && o.Backend != "nats" {
-		return Result{}, fmt.Errorf("demo: backend must be redis or nats, got %q", o.Backend)
+	if err := o.Check(""); err != nil {
+		return Result{}, fmt.Errorf("demo: %w", err)
 	}
+	o.setDefaults()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	env, err := startEnv(ctx, o)
