@@ -87,6 +87,20 @@ func (m *Members) Announce(ctx context.Context, id, report string, window time.D
 	return live, nil
 }
 
+// leaveScript forgets one replica: KEYS[1] the replicas hash, ARGV[1] its
+// id. A script because Members holds only a redis.Scripter.
+var leaveScript = redis.NewScript(`return redis.call('HDEL', KEYS[1], ARGV[1])`)
+
+// Leave forgets replica id at once, for a replica that stops cleanly
+// after its last request: the others count one replica fewer from their
+// next Announce, instead of for a whole window more.
+func (m *Members) Leave(ctx context.Context, id string) error {
+	if err := leaveScript.Run(ctx, m.rdb, []string{m.key}, id).Err(); err != nil {
+		return fmt.Errorf("pacer: leave: %w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
 // Replicas returns the replicas heard from within window (Redis clock).
 func (m *Members) Replicas(ctx context.Context, window time.Duration) ([]Replica, error) {
 	live, _, err := m.replicas(ctx, "", "", window)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,14 +16,10 @@ import (
 	"github.com/sluicehq/sluice/internal/testredis"
 )
 
-// An idle replica (no job, so none of the engine's loops calls the pacer)
-// whose Redis goes away still counts the failure in
-// sluice_backend_errors_total{component="pacer"}, through its heartbeat:
-// before, the counter stayed at 0 and the alert on it never fired, though
-// /readyz said not ready.
-func TestIdleReplicaCountsRedisOutage(t *testing.T) {
-	rs := testredis.Start(t, testredis.Options{})
-	testredis.RequireReal(t, rs)
+// startIdle runs a replica on a Redis queue with no jobs until the test
+// ends (or stop is called), and returns it.
+func startIdle(t *testing.T, rs *testredis.Server, id string) (r *Replica, stop func()) {
+	t.Helper()
 	cfg, err := config.Load("", nil, map[string]string{
 		"queue.name": "idle", "queue.backend": "redis", "redis.url": rs.URL(),
 		"pacer.rate": "100", "sink.url": "http://127.0.0.1:1/send", "metrics.listen": config.MetricsOff,
@@ -30,22 +28,70 @@ func TestIdleReplicaCountsRedisOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	parts, err := Open(ctx, cfg, Options{ID: "idle-1", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	parts, err := Open(ctx, cfg, Options{ID: id, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = parts.Close() })
-	r, err := New(parts)
+	r, err = New(parts)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("replica %s: run: %v", id, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return r, stop
+}
+
+// A replica that stops cleanly leaves the members at once: the others
+// count one replica fewer from their next heartbeat, not for LiveWindow
+// (10s) more.
+func TestStoppedReplicaLeavesMembers(t *testing.T) {
+	rs := testredis.Start(t, testredis.Options{})
+	a, _ := startIdle(t, rs, "a")
+	_, stopB := startIdle(t, rs, "b")
+	m := a.Pacer.Members()
+	ids := func() []string {
+		live, err := m.Replicas(context.Background(), LiveWindow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range live {
+			out = append(out, r.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	poll.Until(t, 15*time.Second, 20*time.Millisecond, "both replicas announced", func() bool {
+		return slices.Equal(ids(), []string{"a", "b"})
+	})
+	stopB()
+	if got := ids(); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("members after b stopped: %v, want [a]", got)
+	}
+}
+
+// An idle replica (no job, so none of the engine's loops calls the pacer)
+// whose Redis goes away still counts the failure in
+// sluice_backend_errors_total{component="pacer"}, through its heartbeat:
+// before, the counter stayed at 0 and the alert on it never fired, though
+// /readyz said not ready.
+func TestIdleReplicaCountsRedisOutage(t *testing.T) {
+	rs := testredis.Start(t, testredis.Options{})
+	testredis.RequireReal(t, rs)
+	r, _ := startIdle(t, rs, "idle-1")
 
 	pacerErrors := func() float64 {
 		fams, err := r.Registry.Gather()

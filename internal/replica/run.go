@@ -229,6 +229,14 @@ func (r *Replica) Run(ctx context.Context) error {
 		cancel()
 	}
 	wg.Wait()
+	// Every request has been answered or cancelled: the others may count
+	// one replica fewer at once (their share of the fetches, the divisor of
+	// a local rate while Redis is away) rather than for LiveWindow more.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	if lerr := r.Pacer.Members().Leave(lctx, r.ID); lerr != nil {
+		r.Log.Debug("replica: leave", "err", lerr)
+	}
+	cancel()
 	return errors.Join(err, r.closeSink())
 }
 
