@@ -100,7 +100,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	g.Register(root.PersistentFlags(), flagKeys)
-	root.Flags().StringVar(&g.portFile, "port-file", "", "write the address metrics.listen got (host:port; useful with port 0) to this file, removed at exit")
+	root.Flags().StringVar(&g.portFile, "port-file", "", "write the address metrics.listen got (host:port; useful with port 0) to this file, removed at exit; refused with metrics.listen: off")
 	demo.register(root)
 	root.AddCommand(statusCmd(g), setRateCmd(g), pauseCmd(g, true), pauseCmd(g, false), dlqCmd(g), jobCmd(g), configCmd(g), serveAPICmd(g))
 	return root
@@ -124,6 +124,11 @@ func (g *globals) open(ctx context.Context) (*replica.Parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.openWith(ctx, cfg)
+}
+
+// openWith opens the queue and pacer of a loaded configuration.
+func (g *globals) openWith(ctx context.Context, cfg *config.Config) (*replica.Parts, error) {
 	log, err := g.logger()
 	if err != nil {
 		return nil, err
@@ -139,7 +144,14 @@ func (g *globals) open(ctx context.Context) (*replica.Parts, error) {
 // runReplica runs one replica until SIGINT or SIGTERM, then shuts down
 // gracefully and exits 0.
 func runReplica(ctx context.Context, g *globals) error {
-	parts, err := g.open(ctx)
+	cfg, err := g.load()
+	if err != nil {
+		return err
+	}
+	if g.portFile != "" && cfg.Metrics.Listen == config.MetricsOff {
+		return cli.Usagef("--port-file: nothing to write with metrics.listen: %s (no listener); drop --port-file or give metrics.listen an address", config.MetricsOff)
+	}
+	parts, err := g.openWith(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testredis"
 )
@@ -37,6 +41,26 @@ func TestUsageErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tt.want) {
 			t.Errorf("dispatcher %v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.want)
 		}
+	}
+}
+
+// --port-file has nothing to write without a metrics listener: the
+// combination is bad usage, refused before anything is dialed, not a file
+// a supervisor waits for forever.
+func TestPortFileNeedsListener(t *testing.T) {
+	pf := filepath.Join(t.TempDir(), "port")
+	// Bounded: a replica that starts instead runs until its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"--queue", "sms", "--rate", "10", "--sink-url", "http://127.0.0.1:1/send",
+		"--redis-url", "redis://127.0.0.1:1/0", "--metrics-listen", "off", "--port-file", pf}, &out, &errb)
+	stderr := errb.String()
+	if code != 2 || !strings.Contains(stderr, "--port-file") || !strings.Contains(stderr, "metrics.listen") {
+		t.Errorf("--port-file with metrics.listen off: exit %d, stderr %q; want 2 naming --port-file and metrics.listen", code, stderr)
+	}
+	if _, err := os.Stat(pf); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("port file: stat %v, want none written", err)
 	}
 }
 
