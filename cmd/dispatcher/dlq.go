@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -119,19 +120,38 @@ func idsArgs(name string, all *bool) cobra.PositionalArgs {
 	}
 }
 
+// bulkContext is the context of a command that works through many dead
+// letters: cmdCtx (the command's, which Ctrl-C ends) without the admin
+// commands' adminTimeout, for a deadline that does not scale with the work
+// would cut it off halfway; limited to timeout when that is above 0.
+func bulkContext(cmdCtx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(cmdCtx, timeout)
+	}
+	return context.WithCancel(cmdCtx)
+}
+
+// timeoutFlag adds --timeout to a command that works through dead letters.
+func timeoutFlag(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "timeout", 0, "give up after this long (0: no limit; Ctrl-C stops it at any time)")
+}
+
 func dlqRequeueCmd(g *globals) *cobra.Command {
 	var all, asJSON bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use: "requeue ID... | requeue --all", Short: "Put dead letters back into their lanes (expired jobs stay: they would die again at once)",
 		Args: idsArgs("requeue", &all),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.admin(cmd.Context(), true, func(ctx context.Context, a *adminParts) error {
+			return g.admin(cmd.Context(), true, func(_ context.Context, a *adminParts) error {
 				q, err := a.queue()
 				if err != nil {
 					return err
 				}
+				ctx, cancel := bulkContext(cmd.Context(), timeout)
+				defer cancel()
 				res, err := console.Requeue(ctx, q, time.Now(), args)
-				g.audit("requeue", idsDetail(args), err)
+				g.audit("requeue", fmt.Sprintf("%s: requeued %d", idsDetail(args), res.Requeued), err)
 				if asJSON {
 					if jerr := g.printJSON(res); jerr != nil {
 						return jerr
@@ -149,42 +169,62 @@ func dlqRequeueCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "requeue every dead letter whose job has not expired")
 	jsonFlag(cmd, &asJSON)
+	timeoutFlag(cmd, &timeout)
 	return cmd
 }
 
 func dlqDeleteCmd(g *globals) *cobra.Command {
 	var all bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use: "delete ID... | delete --all", Short: "Delete dead letters for good",
 		Args: idsArgs("delete", &all),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.deleteDead(cmd.Context(), "delete", args)
+			return g.deleteDead(cmd.Context(), "delete", args, timeout)
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "delete every dead letter (as dlq purge)")
+	timeoutFlag(cmd, &timeout)
 	return cmd
 }
 
 func dlqPurgeCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use: "purge", Short: "Delete every dead letter for good", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.deleteDead(cmd.Context(), "purge", nil)
+			return g.deleteDead(cmd.Context(), "purge", nil, timeout)
 		},
 	}
+	timeoutFlag(cmd, &timeout)
+	return cmd
 }
 
-func (g *globals) deleteDead(ctx context.Context, action string, ids []string) error {
-	return g.admin(ctx, true, func(ctx context.Context, a *adminParts) error {
+// deleteDead deletes the dead letters of ids (all when none) and prints
+// how many of how many it deleted, also when it stopped on an error.
+func (g *globals) deleteDead(cmdCtx context.Context, action string, ids []string, timeout time.Duration) error {
+	return g.admin(cmdCtx, true, func(actx context.Context, a *adminParts) error {
 		q, err := a.queue()
 		if err != nil {
 			return err
 		}
-		n, err := console.DeleteDead(ctx, q, ids)
-		g.audit(action, idsDetail(ids), err)
-		if err == nil {
-			fmt.Fprintf(g.stdout, "deleted %d\n", n)
+		total := int64(len(ids)) // how many there are to delete; -1 unknown
+		if len(ids) == 0 {
+			total = -1
+			if st, err := q.Stats(actx); err == nil {
+				total = st.DeadLetters
+			}
 		}
+		ctx, cancel := bulkContext(cmdCtx, timeout)
+		defer cancel()
+		n, err := console.DeleteDead(ctx, q, ids)
+		done := "deleted " + strconv.Itoa(n)
+		if total >= 0 {
+			// Dead letters that came during a purge are deleted too.
+			done += " of " + strconv.FormatInt(max(total, int64(n)), 10)
+		}
+		g.audit(action, idsDetail(ids)+": "+done, err)
+		fmt.Fprintln(g.stdout, done)
 		return err
 	})
 }

@@ -287,7 +287,7 @@ func (c *Console) requeue(w http.ResponseWriter, r *http.Request) (string, error
 	}
 	res, err := Requeue(r.Context(), c.o.Q, c.o.Now(), req.IDs)
 	if err != nil {
-		return req.detail(), err
+		return fmt.Sprintf("%s: requeued %d", req.detail(), res.Requeued), fmt.Errorf("requeued %d, then: %w", res.Requeued, err)
 	}
 	writeJSON(w, res)
 	return fmt.Sprintf("%s: requeued %d, expired left %d", req.detail(), res.Requeued, len(res.SkippedExpired)), nil
@@ -302,20 +302,22 @@ func (c *Console) deleteDead(w http.ResponseWriter, r *http.Request) (string, er
 		return "", err
 	}
 	n, err := DeleteDead(r.Context(), c.o.Q, req.IDs)
+	detail := fmt.Sprintf("%s: deleted %d", req.detail(), n)
 	if err != nil {
-		return req.detail(), err
+		return detail, fmt.Errorf("deleted %d, then: %w", n, err)
 	}
 	writeJSON(w, map[string]int{"deleted": n})
-	return fmt.Sprintf("%s: deleted %d", req.detail(), n), nil
+	return detail, nil
 }
 
 func (c *Console) purge(w http.ResponseWriter, r *http.Request) (string, error) {
 	n, err := DeleteDead(r.Context(), c.o.Q, nil)
+	detail := fmt.Sprintf("deleted %d", n)
 	if err != nil {
-		return "", err
+		return detail, fmt.Errorf("deleted %d, then: %w", n, err)
 	}
 	writeJSON(w, map[string]int{"deleted": n})
-	return fmt.Sprintf("deleted %d", n), nil
+	return detail, nil
 }
 
 func readJSON(r *http.Request, v any) error {

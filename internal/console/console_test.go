@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -332,9 +334,17 @@ func (f *fixture) deadLetter(t *testing.T, ids ...string) {
 			t.Fatal(err)
 		}
 	}
+	f.deadLetterEnqueued(t, len(ids))
+}
+
+// deadLetterEnqueued fetches n jobs enqueued to lane default and
+// dead-letters them.
+func (f *fixture) deadLetterEnqueued(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for left := len(ids); left > 0; {
+	for left := n; left > 0; {
 		ds, err := f.q.Fetch(fctx, "default", left)
 		if err != nil {
 			t.Fatalf("fetch: %v", err)
@@ -370,5 +380,104 @@ func TestDeleteEnabled(t *testing.T) {
 				t.Errorf("dead letters after the purge: %d, %v; want none", len(dead), err)
 			}
 		})
+	}
+}
+
+// requeue --all works through the dead letters a page at a time until only
+// the expired ones are left, even when more expired ones than a page sit
+// in front.
+func TestRequeueAllPages(t *testing.T) {
+	f := newFixture(t, "tok")
+	defer func(p int) { requeuePage = p }(requeuePage)
+	requeuePage = 10
+	ctx := context.Background()
+	now := time.Now()
+	var ids []string
+	for i := range 45 {
+		j := &queue.Job{ID: fmt.Sprintf("j%02d", i), Lane: "default", Payload: json.RawMessage(`{}`)}
+		if i < 15 {
+			j.ExpiresAt = now.Add(time.Hour) // expired two hours on
+		}
+		ids = append(ids, j.ID)
+		if _, err := f.q.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.deadLetterEnqueued(t, len(ids))
+	res, err := Requeue(ctx, f.q, now.Add(2*time.Hour), nil)
+	if err != nil || res.Requeued != 30 || len(res.SkippedExpired) != 15 {
+		t.Fatalf("requeue all: %d requeued, %d left expired, %v; want 30, 15, nil", res.Requeued, len(res.SkippedExpired), err)
+	}
+	dead, err := f.q.ListDead(ctx, 100)
+	if err != nil || len(dead) != 15 {
+		t.Fatalf("dead letters after: %d, %v; want the 15 expired", len(dead), err)
+	}
+	for _, d := range dead {
+		if !d.Job.Expired(now.Add(2 * time.Hour)) {
+			t.Errorf("%s is left and has not expired", d.Job.ID)
+		}
+	}
+}
+
+// A purge works through the dead letters a page at a time until none is
+// left, on both backends.
+func TestPurgePages(t *testing.T) {
+	defer func(p int) { deletePage = p }(deletePage)
+	deletePage = 7
+	for _, backend := range []string{"redis", "nats"} {
+		t.Run(backend, func(t *testing.T) {
+			f := newFixtureOn(t, "tok", backend)
+			var ids []string
+			for i := range 30 {
+				ids = append(ids, fmt.Sprintf("p%02d", i))
+			}
+			f.deadLetter(t, ids...)
+			n, err := DeleteDead(context.Background(), f.q, nil)
+			if n != 30 || err != nil {
+				t.Errorf("purge: %d, %v; want 30, nil", n, err)
+			}
+			if dead, err := f.q.ListDead(context.Background(), 100); err != nil || len(dead) != 0 {
+				t.Errorf("dead letters after the purge: %d, %v; want none", len(dead), err)
+			}
+		})
+	}
+}
+
+// cancelAfter is a queue whose context ends after its k-th Cancel.
+type cancelAfter struct {
+	queue.Queue
+	k      int
+	cancel context.CancelFunc
+}
+
+func (q *cancelAfter) Locate(ctx context.Context, id string) (queue.Location, error) {
+	return q.Queue.(queue.Locator).Locate(ctx, id)
+}
+
+func (q *cancelAfter) Cancel(ctx context.Context, id string) (queue.State, error) {
+	st, err := q.Queue.(queue.Canceler).Cancel(ctx, id)
+	if q.k--; q.k == 0 {
+		q.cancel()
+	}
+	return st, err
+}
+
+// A purge whose context ends stops there: it says how many it deleted and
+// gives one error, not one per dead letter left.
+func TestPurgeStopsAtContextEnd(t *testing.T) {
+	f := newFixture(t, "tok")
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("c%02d", i))
+	}
+	f.deadLetter(t, ids...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := DeleteDead(ctx, &cancelAfter{Queue: f.q, k: 5, cancel: cancel}, nil)
+	if n != 5 || !errors.Is(err, context.Canceled) || strings.Count(err.Error(), "context canceled") != 1 {
+		t.Errorf("purge cut off after 5: %d, %v; want 5 and one context canceled", n, err)
+	}
+	if dead, err := f.q.ListDead(context.Background(), 100); err != nil || len(dead) != 15 {
+		t.Errorf("dead letters left: %d, %v; want 15", len(dead), err)
 	}
 }

@@ -101,9 +101,23 @@ type RequeueResult struct {
 	SkippedExpired []string `json:"skipped_expired,omitempty"`
 }
 
+// Pages of dead letters read per round by a requeue or delete of them all.
+// Variables so that tests can make them small.
+var (
+	requeuePage = 10_000
+	deletePage  = 1_000
+)
+
 // Requeue puts the dead letters of ids (all of them when ids is empty)
-// back into their lanes, leaving out those whose jobs expired.
+// back into their lanes, leaving out those whose jobs expired. With no ids
+// it works through the dead letters a page at a time until none is left
+// but the expired ones, whatever their number; a job requeued once is not
+// requeued again by the same call when it comes back dead meanwhile. It
+// returns what it did, also on error.
 func Requeue(ctx context.Context, q queue.DeadLetters, now time.Time, ids []string) (RequeueResult, error) {
+	if len(ids) == 0 {
+		return requeueAll(ctx, q, now)
+	}
 	var res RequeueResult
 	dead, err := q.ListDead(ctx, scanLimit)
 	if err != nil {
@@ -115,7 +129,7 @@ func Requeue(ctx context.Context, q queue.DeadLetters, now time.Time, ids []stri
 	}
 	var pick []string
 	for _, d := range dead {
-		if len(ids) > 0 && !want[d.Job.ID] {
+		if !want[d.Job.ID] {
 			continue
 		}
 		if d.Job.Expired(now) {
@@ -140,6 +154,53 @@ func Requeue(ctx context.Context, q queue.DeadLetters, now time.Time, ids []stri
 	return res, nil
 }
 
+// requeueAll is Requeue of every dead letter. Each round lists the oldest
+// dead letters: those it left before (expired, or requeued once already)
+// and a page more, and requeues the new ones that have not expired.
+func requeueAll(ctx context.Context, q queue.DeadLetters, now time.Time) (RequeueResult, error) {
+	var res RequeueResult
+	tried, expired := map[string]bool{}, map[string]bool{}
+	left := 0 // dead letters listed and left in place by the last round
+	for {
+		window := left + requeuePage
+		dead, err := q.ListDead(ctx, window)
+		if err != nil {
+			return res, fmt.Errorf("list dead letters: %w", err)
+		}
+		var pick []string
+		left = 0
+		newExpired := false
+		for _, d := range dead {
+			id := d.Job.ID
+			switch {
+			case tried[id] || expired[id]:
+				left++
+			case d.Job.Expired(now):
+				expired[id] = true
+				res.SkippedExpired = append(res.SkippedExpired, id)
+				left++
+				newExpired = true
+			default:
+				tried[id] = true
+				pick = append(pick, id)
+			}
+		}
+		if len(pick) == 0 {
+			if !newExpired || len(dead) < window {
+				return res, nil // nothing new in this round, or the end of the list
+			}
+			continue // a page of expired ones: look past them
+		}
+		n, err := q.Requeue(ctx, pick...)
+		res.Requeued += n
+		// A dead letter that went meanwhile (requeued or deleted by another
+		// operator) is not an error of this call.
+		if err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return res, fmt.Errorf("requeue: %w", err)
+		}
+	}
+}
+
 // Deletes reports whether DeleteDead can delete q's dead letters: q is a
 // DeadDeleter, or it locates and cancels jobs (queue.Locator and
 // queue.Canceler) and lists its dead letters.
@@ -160,7 +221,12 @@ type deadLister interface {
 
 // DeleteDead deletes the dead letters of ids, or all of them when ids is
 // empty, when q is a DeadDeleter or else through queue.Locator and
-// queue.Canceler; when q is neither it returns ErrNotSupported.
+// queue.Canceler; when q is neither it returns ErrNotSupported. It returns
+// how many it deleted, also on error. Through Locate and Cancel, an id
+// that is not a dead letter (or is in flight) is named in the error after
+// the others are deleted; any other error (the backend's, or ctx's end)
+// stops it at once. With no ids it works through the dead letters a page
+// at a time until none is left, whatever their number.
 func DeleteDead(ctx context.Context, q any, ids []string) (int, error) {
 	if d, ok := q.(DeadDeleter); ok {
 		n, err := d.DeleteDead(ctx, ids...)
@@ -171,40 +237,81 @@ func DeleteDead(ctx context.Context, q any, ids []string) (int, error) {
 	}
 	c, cok := q.(queue.Canceler)
 	l, lok := q.(queue.Locator)
-	inspect, iok := q.(deadLister)
+	list, iok := q.(deadLister)
 	if !cok || !lok || !iok {
 		return 0, fmt.Errorf("delete dead letters: %w", ErrNotSupported)
 	}
-	if len(ids) == 0 { // purge: every dead letter there is now
-		dead, err := inspect.ListDead(ctx, scanLimit)
+	del := deletion{l: l, c: c, failed: map[string]bool{}}
+	if len(ids) > 0 {
+		err := del.each(ctx, ids)
+		return del.n, del.result(err)
+	}
+	for { // purge: the oldest page of those not refused yet, until none is left
+		dead, err := list.ListDead(ctx, len(del.failed)+deletePage)
 		if err != nil {
-			return 0, fmt.Errorf("delete dead letters: %w", err)
+			return del.n, del.result(fmt.Errorf("list dead letters: %w", err))
 		}
+		var page []string
 		for _, d := range dead {
-			ids = append(ids, d.Job.ID)
+			if !del.failed[d.Job.ID] {
+				page = append(page, d.Job.ID)
+			}
+		}
+		if len(page) == 0 {
+			return del.n, del.result(nil)
+		}
+		if err := del.each(ctx, page); err != nil {
+			return del.n, del.result(err)
 		}
 	}
-	n := 0
-	var errs []error
+}
+
+// deletion is one DeleteDead through Locate and Cancel: what it deleted,
+// and the ids it could not delete with why.
+type deletion struct {
+	l      queue.Locator
+	c      queue.Canceler
+	n      int
+	failed map[string]bool
+	errs   []error
+}
+
+// each deletes the dead letters of ids. It returns the first error that is
+// not about one id (the backend's, or ctx's end) and stops there; an id
+// that is not a dead letter, or is in flight, is recorded and skipped.
+func (d *deletion) each(ctx context.Context, ids []string) error {
 	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		// Only a dead letter: a job that is waiting is not this command's.
-		loc, err := l.Locate(ctx, id)
+		loc, err := d.l.Locate(ctx, id)
 		if err == nil && loc.State != queue.StateDead {
 			err = fmt.Errorf("%w: job %q is %s, not a dead letter", queue.ErrNotFound, id, loc.State)
 		}
 		if err == nil {
-			_, err = c.Cancel(ctx, id)
+			_, err = d.c.Cancel(ctx, id)
 		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		switch {
+		case err == nil:
+			d.n++
+		case ctx.Err() == nil && (errors.Is(err, queue.ErrNotFound) || errors.Is(err, queue.ErrInFlight)):
+			d.failed[id] = true
+			d.errs = append(d.errs, err)
+		default:
+			return err
 		}
-		n++
 	}
-	if err := errors.Join(errs...); err != nil {
-		return n, fmt.Errorf("delete dead letters: %w", err)
+	return nil
+}
+
+// result is the error of the deletion: the ids it refused and stop, the
+// error that stopped it, if any.
+func (d *deletion) result(stop error) error {
+	if err := errors.Join(append(d.errs, stop)...); err != nil {
+		return fmt.Errorf("delete dead letters: %w", err)
 	}
-	return n, nil
+	return nil
 }
 
 // Locate finds job id when q is a Locator; else it returns ErrNotSupported.
