@@ -14,8 +14,9 @@ import (
 // offer (yet): deleting dead letters, locating a job.
 var ErrNotSupported = errors.New("not supported by this backend")
 
-// scanLimit bounds the dead letters read to find one by id, or to requeue
-// all of them while leaving out the expired ones.
+// scanLimit bounds the dead letters read to find one by id, or to check
+// the expiry of those a requeue names (one beyond it is requeued
+// unchecked). Requeueing or deleting them all reads them by pages instead.
 const scanLimit = 100_000
 
 // DeadDeleter is a queue that deletes dead letters itself. Queues that do
