@@ -52,12 +52,38 @@ func (p *Controls) SetRate(ctx context.Context, rate float64) error {
 	return p.hset(ctx, "set rate", "rate_override", strconv.FormatFloat(rate, 'f', -1, 64))
 }
 
+// MaxBurst is the largest burst an override may set (SetBurst,
+// SetRateBurst), as pacer.burst in a configuration.
+const MaxBurst = 1_000_000
+
 // SetBurst overrides the configured burst for every replica, like SetRate.
 func (p *Controls) SetBurst(ctx context.Context, burst int) error {
-	if burst < 1 || burst > 1e6 {
-		return fmt.Errorf("pacer: set burst: %w: burst must be between 1 and 1000000, got %d", ErrInvalidConfig, burst)
+	if err := checkBurst(burst); err != nil {
+		return fmt.Errorf("pacer: set burst: %w", err)
 	}
 	return p.hset(ctx, "set burst", "burst_override", strconv.Itoa(burst))
+}
+
+// SetRateBurst overrides the configured rate and burst for every replica
+// in one write, like SetRate and SetBurst: both are checked first, and
+// either both overrides are set or neither is.
+func (p *Controls) SetRateBurst(ctx context.Context, rate float64, burst int) error {
+	if !validRate(rate) {
+		return fmt.Errorf("pacer: set rate and burst: %w: rate must be between %g and %d, got %v", ErrInvalidConfig, MinRate, int(MaxRate), rate)
+	}
+	if err := checkBurst(burst); err != nil {
+		return fmt.Errorf("pacer: set rate and burst: %w", err)
+	}
+	return p.admin(ctx, "set rate and burst", "set",
+		"rate_override", strconv.FormatFloat(rate, 'f', -1, 64), "burst_override", strconv.Itoa(burst))
+}
+
+// checkBurst refuses a burst override out of 1..MaxBurst.
+func checkBurst(burst int) error {
+	if burst < 1 || burst > MaxBurst {
+		return fmt.Errorf("%w: burst must be between 1 and %d, got %d", ErrInvalidConfig, MaxBurst, burst)
+	}
+	return nil
 }
 
 // ClearOverrides removes the rate and burst overrides: every replica goes

@@ -173,23 +173,16 @@ func setRateCmd(g *globals) *cobra.Command {
 	var clear bool
 	var burst int
 	var tenant string
+	var rate float64
 	cmd := &cobra.Command{
-		Use:   "set-rate RATE | set-rate --clear | set-rate --tenant NAME RATE",
+		Use:   "set-rate RATE [--burst N] | set-rate --clear | set-rate --tenant NAME RATE | set-rate --tenant NAME --clear",
 		Short: "Override the rate (and burst) for every replica at once, or clear the override",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if clear != (len(args) == 0) {
-				return cli.Usagef("set-rate: give a RATE, or --clear alone")
-			}
-			return nil
+			var err error
+			rate, err = setRateArgs(cmd, args, clear, burst, tenant)
+			return err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rate float64
-			if !clear {
-				var err error
-				if rate, err = strconv.ParseFloat(args[0], 64); err != nil || rate <= 0 {
-					return cli.Usagef("set-rate: RATE must be a positive number of requests/s, got %q", args[0])
-				}
-			}
 			if cmd.Flags().Changed("tenant") {
 				return setTenantRate(cmd.Context(), g, tenant, rate, clear)
 			}
@@ -204,23 +197,53 @@ func setRateCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(g.stdout, "override cleared: every replica is back to pacer.rate%s\n", configuredNote(a.cfg))
 					return nil
 				}
-				err := c.SetRate(ctx, rate)
-				if err == nil && burst > 0 {
-					err = c.SetBurst(ctx, burst)
+				var err error
+				detail := fmt.Sprintf("%g/s", rate)
+				if cmd.Flags().Changed("burst") {
+					err = c.SetRateBurst(ctx, rate, burst)
+					detail += fmt.Sprintf(" burst %d", burst)
+				} else {
+					err = c.SetRate(ctx, rate)
 				}
-				g.audit("set rate", fmt.Sprintf("%g/s burst %d", rate, burst), err)
+				g.audit("set rate", detail, err)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "rate override %g/s set for every replica%s\n", rate, configuredNote(a.cfg))
+				fmt.Fprintf(g.stdout, "rate override %s set for every replica%s\n", detail, configuredNote(a.cfg))
 				return nil
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove the override: back to pacer.rate")
-	cmd.Flags().IntVar(&burst, "burst", 0, "also override the burst")
+	cmd.Flags().IntVar(&burst, "burst", 0, fmt.Sprintf("also override the burst, 1 to %d (set with the rate in one write)", pacer.MaxBurst))
 	cmd.Flags().StringVar(&tenant, "tenant", "", "override one tenant's rate (pacer.tenants) instead; with --clear, remove it (\"\" for every tenant's)")
 	return cmd
+}
+
+// setRateArgs checks set-rate's arguments and flags before anything is
+// written, and returns the rate (0 with --clear). Every mistake is a usage
+// error naming the flag or argument.
+func setRateArgs(cmd *cobra.Command, args []string, clear bool, burst int, tenant string) (float64, error) {
+	withBurst, withTenant := cmd.Flags().Changed("burst"), cmd.Flags().Changed("tenant")
+	switch {
+	case clear == (len(args) > 0), len(args) > 1:
+		return 0, cli.Usagef("set-rate: give a RATE, or --clear alone")
+	case withBurst && clear:
+		return 0, cli.Usagef("set-rate: --burst sets an override; it cannot go with --clear, which clears the rate and burst overrides")
+	case withBurst && withTenant:
+		return 0, cli.Usagef("set-rate: --burst cannot go with --tenant: a tenant's override is a rate only")
+	case withBurst && (burst < 1 || burst > pacer.MaxBurst):
+		return 0, cli.Usagef("set-rate: --burst must be between 1 and %d, got %d", pacer.MaxBurst, burst)
+	case withTenant && tenant == "" && !clear:
+		return 0, cli.Usagef("set-rate: --tenant: give the tenant's name (--tenant \"\" goes only with --clear, for every tenant)")
+	case clear:
+		return 0, nil
+	}
+	rate, err := strconv.ParseFloat(args[0], 64)
+	if err != nil || !(rate >= pacer.MinRate && rate <= pacer.MaxRate) { // NaN fails both
+		return 0, cli.Usagef("set-rate: RATE must be a positive number of requests/s, from %g to %d, got %q", pacer.MinRate, int(pacer.MaxRate), args[0])
+	}
+	return rate, nil
 }
 
 // configuredNote names the configured rate when this configuration has one.

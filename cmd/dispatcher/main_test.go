@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/pacer"
 )
 
 func runCmd(t *testing.T, env map[string]string, args ...string) (int, string, string) {
@@ -113,5 +114,53 @@ func TestDemoFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want[0]) {
 			t.Errorf("dispatcher %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want[0])
 		}
+	}
+}
+
+// set-rate checks everything before it writes: bad input is a usage error
+// (exit 2) that names the flag or argument and leaves the pacer's hash as
+// it was; a rate and a burst are written together or not at all.
+func TestSetRateChecksFirst(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	env := map[string]string{"SLUICE_REDIS_URL": srv.URL(), "SLUICE_QUEUE_NAME": "ratetest"}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"250", "--burst", "5000000"}, "--burst must be between 1 and 1000000"},
+		{[]string{"300", "--burst", "-3"}, "--burst must be between 1 and 1000000"},
+		{[]string{"300", "--burst", "0"}, "--burst must be between 1 and 1000000"},
+		{[]string{"--clear", "--burst", "5"}, "--burst"},
+		{[]string{"--tenant", "acme", "50", "--burst", "5"}, "--burst cannot go with --tenant"},
+		{[]string{"--tenant", "", "50"}, "--tenant"},
+		{[]string{"NaN"}, "RATE must be a positive number"},
+		{[]string{"Inf"}, "RATE must be a positive number"},
+		{[]string{"1e12"}, "RATE must be a positive number"},
+		{[]string{"0.0001"}, "RATE must be a positive number"},
+		{[]string{"10", "20"}, "give a RATE"},
+	} {
+		code, _, stderr := runCmd(t, env, append([]string{"set-rate"}, tt.args...)...)
+		if code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("set-rate %q: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.want)
+		}
+	}
+	ctl, err := pacer.NewControls(srv.Client(), "ratetest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := ctl.State(ctx)
+	if err != nil {
+		t.Fatalf("state: %v", err)
+	}
+	if st.RateOverride != 0 || st.BurstOverride != 0 {
+		t.Errorf("after refused set-rates: rate override %g, burst override %d; want none written", st.RateOverride, st.BurstOverride)
+	}
+	if code, out, stderr := runCmd(t, env, "set-rate", "250", "--burst", "20"); code != 0 || !strings.Contains(out, "250/s burst 20") {
+		t.Fatalf("set-rate 250 --burst 20: exit %d, %q %q", code, out, stderr)
+	}
+	if st, err = ctl.State(ctx); err != nil || st.RateOverride != 250 || st.BurstOverride != 20 {
+		t.Errorf("after set-rate 250 --burst 20: rate override %g, burst override %d (%v); want 250 and 20", st.RateOverride, st.BurstOverride, err)
 	}
 }
