@@ -139,9 +139,11 @@ func (p *Producer) Enqueue(ctx context.Context, job *queue.Job) (queue.EnqueueRe
 // EnqueueBatch routes and stores jobs, returning one result per job in
 // order. Every job is validated before any is stored: when one is invalid,
 // nothing is stored and the error (matching queue.ErrInvalidJob) names each
-// bad job's index and field. On a backend error some jobs may have been
-// stored; the results given are theirs, and enqueueing the batch again is
-// safe when the jobs carry idempotency keys.
+// bad job's index and field. On a backend error (or when ctx ends) some
+// jobs may have been stored: the results given with the error are those of
+// the first len(results) jobs, in order, each of them stored (or a
+// duplicate); the jobs after them may have been stored too. Enqueueing the
+// rest again is safe when the jobs carry idempotency keys.
 func (p *Producer) EnqueueBatch(ctx context.Context, jobs []*queue.Job) ([]queue.EnqueueResult, error) {
 	if len(jobs) == 0 {
 		return nil, nil

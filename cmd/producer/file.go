@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -152,6 +154,9 @@ func (r *fileRun) finish(ctx context.Context) error {
 		return nil
 	}
 	for len(r.batch) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		n := min(len(r.batch), r.g.batch)
 		if err := r.flush(ctx, r.batch[:n]); err != nil {
 			return err
@@ -169,8 +174,11 @@ func (r *fileRun) refuse(line int, why string) {
 
 // flush enqueues one batch. Each line was checked already; should the
 // queue still refuse the batch, its jobs are enqueued one by one, so that
-// the bad lines are named and the good ones stored.
+// the bad lines are named and the good ones stored. A signal (the end of
+// ctx) does not cut the batch short: see inFlight.
 func (r *fileRun) flush(ctx context.Context, batch []pending) error {
+	ctx, done := inFlight(ctx)
+	defer done()
 	jobs := make([]*queue.Job, len(batch))
 	for i, p := range batch {
 		jobs[i] = p.job
@@ -183,8 +191,56 @@ func (r *fileRun) flush(ctx context.Context, batch []pending) error {
 	case errors.Is(err, queue.ErrInvalidJob) && len(res) == 0 && !r.strict:
 		return r.oneByOne(ctx, batch)
 	default:
-		return fmt.Errorf("lines %d to %d: %d of %d jobs enqueued: %w", batch[0].line, batch[len(batch)-1].line, len(res), len(batch), err)
+		return fmt.Errorf("lines %d to %d: %d of %d jobs enqueued: %w", batch[0].line, batch[len(batch)-1].line, len(res), len(batch), flatError{err})
 	}
+}
+
+// inFlightLimit is how long a batch in flight may go on after a signal.
+const inFlightLimit = 10 * time.Second
+
+// inFlight returns the context for one batch: it keeps ctx's values but
+// not its end (a signal), so that the batch is not abandoned while the
+// queue stores it and the count printed is what was stored; it ends
+// inFlightLimit after ctx ends, or when done is called. The caller stops
+// before the next batch.
+func inFlight(ctx context.Context) (batch context.Context, done func()) {
+	batch, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(inFlightLimit)
+		defer t.Stop()
+		select {
+		case <-batch.Done():
+		case <-t.C:
+			cancel()
+		}
+	})
+	return batch, func() {
+		stop()
+		cancel()
+	}
+}
+
+// flatError is an error on one line: the lines of errors.Join are joined
+// with "; ", and a line repeated (the same failure of many jobs) is given
+// once, with its count.
+type flatError struct{ err error }
+
+func (e flatError) Unwrap() error { return e.err }
+
+func (e flatError) Error() string {
+	var lines []string
+	count := map[string]int{}
+	for l := range strings.SplitSeq(e.err.Error(), "\n") {
+		if count[l]++; count[l] == 1 {
+			lines = append(lines, l)
+		}
+	}
+	for i, l := range lines {
+		if n := count[l]; n > 1 {
+			lines[i] = fmt.Sprintf("%s (%d times)", l, n)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
 
 func (r *fileRun) oneByOne(ctx context.Context, batch []pending) error {

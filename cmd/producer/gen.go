@@ -159,8 +159,14 @@ type genRun struct {
 
 // run enqueues n jobs, a batch at a time: at rate jobs/s from start, each
 // batch holding the jobs due by then, or as fast as possible at rate 0.
+//
+// A signal (the end of ctx) stops it between batches; the batch in flight
+// is not cut short (see inFlight).
 func (r *genRun) run(ctx context.Context, n int, rate float64, start time.Time) error {
 	for sent := 0; sent < n; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		due := n
 		if rate > 0 {
 			due = min(n, int(rate*time.Since(start).Seconds())+1)
@@ -176,20 +182,28 @@ func (r *genRun) run(ctx context.Context, n int, rate float64, start time.Time) 
 		for i := range jobs {
 			jobs[i] = synthetic(pick(r.kinds, sent+i), sent+i)
 		}
-		res, err := r.p.EnqueueBatch(ctx, jobs)
-		r.t.count(res)
-		for i, x := range res {
-			if !x.Duplicate {
-				r.lanes[jobs[i].Lane]++
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("jobs %d to %d: %w", sent+1, sent+len(jobs), err)
+		if got, err := r.enqueue(ctx, jobs); err != nil {
+			return fmt.Errorf("jobs %d to %d: %d of %d jobs enqueued: %w", sent+1, sent+len(jobs), got, len(jobs), flatError{err})
 		}
 		sent += len(jobs)
 		r.bar.add(len(jobs))
 	}
 	return nil
+}
+
+// enqueue enqueues one batch, even when a signal comes meanwhile (see
+// inFlight), counts the jobs stored and returns how many there were.
+func (r *genRun) enqueue(ctx context.Context, jobs []*queue.Job) (int, error) {
+	ctx, done := inFlight(ctx)
+	defer done()
+	res, err := r.p.EnqueueBatch(ctx, jobs)
+	r.t.count(res)
+	for i, x := range res {
+		if !x.Duplicate {
+			r.lanes[jobs[i].Lane]++
+		}
+	}
+	return len(res), err
 }
 
 // summary says how many jobs went into which lane, how fast.

@@ -3,7 +3,6 @@ package natsq
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +21,13 @@ const asyncWindow = 256
 // within the dedup window and answers a repeat with PubAck.Duplicate. A
 // batch is published asynchronously (at most 256 awaiting acks at once) and
 // a single job synchronously.
+//
+// When ctx ends, no more messages are published, but the acks of those
+// already published are still awaited, for up to 5s more. On an error the
+// results returned are those of the jobs before the first one that was not
+// published or not acknowledged, in order: each of them is stored (or was
+// a duplicate). The jobs after them may be stored too (a message published
+// after a failed one is acknowledged, or its ack was lost).
 //
 // The id returned for a duplicate is the first job's while that job's
 // message is still in its lane (waiting or in flight); once the first job
@@ -43,16 +49,18 @@ func (q *Queue) Enqueue(ctx context.Context, jobs ...*queue.Job) ([]queue.Enqueu
 		}
 		msgs[i] = m
 	}
-	acks, err := q.publishAll(ctx, msgs)
-	if err != nil {
-		return nil, fmt.Errorf("natsq: enqueue: %w", err)
-	}
-	res := make([]queue.EnqueueResult, len(jobs))
+	late, stop := ackContext(ctx)
+	defer stop()
+	acks, err := q.publishAll(ctx, late, msgs)
+	res := make([]queue.EnqueueResult, len(acks))
 	for i, a := range acks {
 		res[i] = queue.EnqueueResult{ID: jobs[i].ID, Duplicate: a.Duplicate}
 		if a.Duplicate {
-			res[i].ID = q.originalID(ctx, a.Sequence, jobs[i].ID)
+			res[i].ID = q.originalID(late, a.Sequence, jobs[i].ID)
 		}
+	}
+	if err != nil {
+		return res, fmt.Errorf("natsq: enqueue: %d of %d jobs acknowledged: %w", len(res), len(jobs), err)
 	}
 	return res, nil
 }
@@ -84,41 +92,106 @@ func delayedMsg(subject string, body []byte, due time.Time) *nats.Msg {
 	return m
 }
 
-// publishAll publishes msgs and returns their acks in order: one
-// synchronously, more asynchronously in windows of asyncWindow. On error
-// some messages may be stored.
-func (q *Queue) publishAll(ctx context.Context, msgs []*nats.Msg) ([]*jetstream.PubAck, error) {
+// ackGrace is how long the acks of messages already published are awaited
+// after the caller's context ended.
+const ackGrace = 5 * time.Second
+
+// ackContext returns the context that awaits acks: it keeps ctx's values
+// and ends ackGrace after ctx ends, or when stop is called.
+func ackContext(ctx context.Context) (late context.Context, stop func()) {
+	late, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopAfter := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(ackGrace)
+		defer t.Stop()
+		select {
+		case <-late.Done():
+		case <-t.C:
+			cancel(fmt.Errorf("no ack within %s: %w", ackGrace, context.Cause(ctx)))
+		}
+	})
+	return late, func() {
+		stopAfter()
+		cancel(nil)
+	}
+}
+
+// publishAll publishes msgs and returns the acks of the longest prefix of
+// them that was acknowledged, in order, and why the rest were not: one
+// message synchronously, more asynchronously in windows of asyncWindow.
+// Once ctx ends nothing more is published; acks are awaited until late
+// ends.
+func (q *Queue) publishAll(ctx, late context.Context, msgs []*nats.Msg) ([]*jetstream.PubAck, error) {
 	if len(msgs) == 1 {
-		a, err := q.js.PublishMsg(ctx, msgs[0])
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("job 0 not published: %w", err)
+		}
+		a, err := q.js.PublishMsg(late, msgs[0])
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("job 0: %w", err)
 		}
 		return []*jetstream.PubAck{a}, nil
 	}
 	acks := make([]*jetstream.PubAck, 0, len(msgs))
 	for start := 0; start < len(msgs); start += asyncWindow {
 		window := msgs[start:min(start+asyncWindow, len(msgs))]
-		futures := make([]jetstream.PubAckFuture, 0, len(window))
-		var err error
-		for _, m := range window {
-			var f jetstream.PubAckFuture
-			if f, err = q.js.PublishMsgAsync(m); err != nil {
-				break
-			}
-			futures = append(futures, f)
+		futures, pubErr := q.publishWindow(ctx, window, start)
+		// Wait for what was sent even after an error, so that the results
+		// say what was stored and no ack is left behind to arrive after
+		// Enqueue returned.
+		got, ackErr := awaitAcks(late, futures, start)
+		acks = append(acks, got...)
+		if ackErr != nil {
+			return acks, ackErr
 		}
-		// Wait for what was sent even after an error, so that no ack is
-		// left behind to arrive after Enqueue returned.
-		for _, f := range futures {
-			a, ferr := awaitAck(ctx, f)
-			err = errors.Join(err, ferr)
-			acks = append(acks, a)
-		}
-		if err != nil {
-			return nil, err
+		if pubErr != nil {
+			return acks, pubErr
 		}
 	}
 	return acks, nil
+}
+
+// publishWindow publishes window, whose first message is job first,
+// asynchronously, and returns the futures of the messages published. It
+// stops at the first message it could not publish, or when ctx ends.
+func (q *Queue) publishWindow(ctx context.Context, window []*nats.Msg, first int) ([]jetstream.PubAckFuture, error) {
+	futures := make([]jetstream.PubAckFuture, 0, len(window))
+	for i, m := range window {
+		if err := ctx.Err(); err != nil {
+			return futures, fmt.Errorf("job %d not published: %w", first+i, err)
+		}
+		f, err := q.js.PublishMsgAsync(m)
+		if err != nil {
+			return futures, fmt.Errorf("job %d: %w", first+i, err)
+		}
+		futures = append(futures, f)
+	}
+	return futures, nil
+}
+
+// awaitAcks waits for the acks of futures, whose first is job first's, and
+// returns those before the first failure, and that failure with how many
+// of the futures after it failed too.
+func awaitAcks(ctx context.Context, futures []jetstream.PubAckFuture, first int) ([]*jetstream.PubAck, error) {
+	acks := make([]*jetstream.PubAck, 0, len(futures))
+	var err error
+	failed := 0
+	for i, f := range futures {
+		a, ferr := awaitAck(ctx, f)
+		switch {
+		case ferr == nil && err == nil:
+			acks = append(acks, a)
+		case ferr == nil:
+		case err == nil:
+			err = fmt.Errorf("job %d not acknowledged: %w", first+i, ferr)
+			failed = 1
+		default:
+			failed++
+		}
+	}
+	if failed > 1 {
+		err = fmt.Errorf("%w (%d later jobs not acknowledged either)", err, failed-1)
+	}
+	return acks, err
 }
 
 // awaitAck waits for the ack of one asynchronous publish.
@@ -129,7 +202,7 @@ func awaitAck(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck,
 	case err := <-f.Err():
 		return nil, err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 }
 
