@@ -90,7 +90,7 @@ func (g *globals) admin(ctx context.Context, withQueue bool, fn func(context.Con
 	}
 	if withQueue {
 		host, _ := os.Hostname()
-		q, closeQ, err := backend.Open(ctx, cfg, backend.Options{Consumer: host + "-" + strconv.Itoa(os.Getpid()), Redis: rdb, Log: log})
+		q, closeQ, err := backend.Open(ctx, cfg, backend.Options{Consumer: host + "-" + strconv.Itoa(os.Getpid()), Redis: rdb, Log: log, Attach: true})
 		if err != nil {
 			a.qErr = err
 		} else {

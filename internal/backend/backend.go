@@ -51,6 +51,14 @@ type Options struct {
 	// blocking read (redisq.WithRider): the replica's pacer rides its
 	// call for a slot there. Other backends ignore it.
 	Rider func() redisq.Rider
+	// Attach opens the queue for administration (the admin commands, the
+	// ingest API) rather than to run it: the queue must exist, and its
+	// backend state is used as the dispatchers left it, never created or
+	// updated from this configuration. On NATS, the streams and the lane
+	// consumers are only looked up (natsq.WithAttach), and a missing one is
+	// an error matching natsq.ErrNoQueue. A redis queue creates nothing
+	// until it fetches, so Attach changes nothing there.
+	Attach bool
 }
 
 // opener opens one backend's queue from cfg and returns it with the
@@ -155,7 +163,11 @@ func openNATS(ctx context.Context, cfg *config.Config, qcfg queue.Config, o Opti
 	if err != nil {
 		return nil, closers, fmt.Errorf("jetstream: %w", err)
 	}
-	q, err := natsq.New(ctx, js, qcfg, natsq.WithLogger(o.Log), natsq.WithReplicas(max(cfg.NATS.Replicas, 1)))
+	opts := []natsq.Option{natsq.WithLogger(o.Log), natsq.WithReplicas(max(cfg.NATS.Replicas, 1))}
+	if o.Attach {
+		opts = append(opts, natsq.WithAttach())
+	}
+	q, err := natsq.New(ctx, js, qcfg, opts...)
 	if err != nil {
 		return nil, closers, err
 	}

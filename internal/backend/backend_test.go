@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testnats"
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/natsq"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -142,6 +143,29 @@ func TestOpenNATS(t *testing.T) {
 	}
 	if nc.IsClosed() {
 		t.Error("the given connection was closed, want it left open")
+	}
+}
+
+// With Attach, the nats backend opens only a queue that exists, and makes
+// nothing: a missing one is natsq.ErrNoQueue.
+func TestOpenNATSAttach(t *testing.T) {
+	srv := testnats.Start(t)
+	cfg := load(t, config.BackendNATS, map[string]string{"nats.url": srv.URL()})
+	if _, _, err := backend.Open(context.Background(), cfg, backend.Options{Attach: true}); !errors.Is(err, natsq.ErrNoQueue) {
+		t.Fatalf("Open with Attach before any dispatcher: %v, want natsq.ErrNoQueue", err)
+	}
+	_, closeRun, err := backend.Open(context.Background(), cfg, backend.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer closeRun()
+	q, closeQueue, err := backend.Open(context.Background(), cfg, backend.Options{Attach: true})
+	if err != nil {
+		t.Fatalf("Open with Attach after a dispatcher: %v", err)
+	}
+	roundTrip(t, q)
+	if err := closeQueue(); err != nil {
+		t.Errorf("close: %v", err)
 	}
 }
 

@@ -16,8 +16,9 @@
 // sluice.<queue>.dead), which ListDead reads oldest first and Requeue moves
 // back into the lanes. New creates what is missing and updates the
 // subjects and duplicate window of existing streams, keeping any other
-// setting (limits, replicas) an operator gave them. All names are built in
-// names.go.
+// setting (limits, replicas) an operator gave them; with WithAttach, for an
+// admin command or the ingest API, New only looks them up and changes
+// nothing. All names are built in names.go.
 //
 // # Messages
 //

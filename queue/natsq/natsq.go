@@ -43,7 +43,12 @@ type Option func(*options)
 type options struct {
 	log      *slog.Logger
 	replicas int
+	attach   bool
 }
+
+// ErrNoQueue is returned by New with WithAttach when a stream or consumer
+// of the queue does not exist on the server.
+var ErrNoQueue = errors.New("natsq: queue not set up on NATS")
 
 // WithLogger sets the logger of the background mover of delayed jobs.
 // The default is slog.Default().
@@ -53,6 +58,17 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // creates (1, 3 or 5 in a cluster). The default is 1. An existing stream
 // keeps its replica count.
 func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithAttach makes New attach to a queue that exists, for a process that
+// administers it (an admin command, the ingest API) rather than runs it:
+// New looks up the queue's streams and the consumers of cfg's lanes and
+// never creates or updates them, so that its configuration cannot change
+// the settings the dispatchers gave them (duplicate window, ack wait,
+// replicas). The Queue's Config then holds the stream's duplicate window
+// and the lane consumers' ack wait as visibility timeout. A stream or lane
+// consumer that does not exist is an error matching ErrNoQueue; WithReplicas
+// is ignored.
+func WithAttach() Option { return func(o *options) { o.attach = true } }
 
 // Bounds of the requests natsq makes.
 const (
@@ -89,7 +105,11 @@ func New(ctx context.Context, js jetstream.JetStream, cfg queue.Config, opts ...
 		return nil, err
 	}
 	q := &Queue{js: js, cfg: cfg, n: names{queue: cfg.Name}, log: o.log, lanes: map[string]jetstream.Consumer{}}
-	if err := q.setup(ctx, o.replicas); err != nil {
+	setup := func() error { return q.setup(ctx, o.replicas) }
+	if o.attach {
+		setup = func() error { return q.attach(ctx) }
+	}
+	if err := setup(); err != nil {
 		return nil, err
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
@@ -146,6 +166,60 @@ func (q *Queue) setup(ctx context.Context, replicas int) error {
 	}
 	q.later, err = q.ensureConsumer(ctx, q.n.delayedConsumer(), q.n.delayedAll(), moverAckWait, replicas)
 	return err
+}
+
+// attach looks up the streams and consumers that setup made, changing
+// nothing, and takes the queue's duplicate window and visibility timeout
+// from them.
+func (q *Queue) attach(ctx context.Context) error {
+	var err error
+	if q.stream, err = q.lookupStream(ctx, q.n.stream()); err != nil {
+		return err
+	}
+	if q.dead, err = q.lookupStream(ctx, q.n.deadStream()); err != nil {
+		return err
+	}
+	for _, lane := range q.cfg.Lanes {
+		c, err := q.lookupConsumer(ctx, q.n.laneConsumer(lane), "lane "+lane)
+		if err != nil {
+			return err
+		}
+		q.lanes[lane] = c
+	}
+	if q.later, err = q.lookupConsumer(ctx, q.n.delayedConsumer(), "delayed jobs"); err != nil {
+		return err
+	}
+	q.cfg.DedupWindow = q.stream.CachedInfo().Config.Duplicates
+	if ack := q.lanes[q.cfg.Lanes[0]].CachedInfo().Config.AckWait; ack > 0 {
+		q.cfg.VisibilityTimeout = ack
+	}
+	return nil
+}
+
+// lookupStream returns the stream name, which must exist.
+func (q *Queue) lookupStream(ctx context.Context, name string) (jetstream.Stream, error) {
+	s, err := q.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%w: no queue %s (stream %s not found): start a dispatcher first", ErrNoQueue, q.cfg.Name, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsq: stream %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// lookupConsumer returns the consumer name of the queue's stream, which
+// must exist; what names what it is for.
+func (q *Queue) lookupConsumer(ctx context.Context, name, what string) (jetstream.Consumer, error) {
+	c, err := q.stream.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("%w: queue %s has no %s (consumer %s of stream %s not found): queue.lanes must be the dispatchers', and a dispatcher must have started",
+			ErrNoQueue, q.cfg.Name, what, name, q.n.stream())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsq: consumer %s of %s: %w", name, q.n.stream(), err)
+	}
+	return c, nil
 }
 
 // ensureStream creates the stream want, or updates the subjects and dedup
