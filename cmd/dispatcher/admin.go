@@ -34,7 +34,14 @@ type adminParts struct {
 	q        queue.Queue
 	qErr     error
 	closers  []func() error
+	// lanesUnknown is set when queue.lanes came from neither a file nor
+	// the environment: the lanes shown are the default, not the
+	// dispatchers'.
+	lanesUnknown bool
 }
+
+// envLanes is the variable that sets queue.lanes.
+const envLanes = "SLUICE_QUEUE_LANES"
 
 func (a *adminParts) close() {
 	for _, c := range a.closers {
@@ -75,7 +82,7 @@ func (g *globals) admin(ctx context.Context, withQueue bool, fn func(context.Con
 	redis.SetLogger(cli.QuietRedis{}) // go-redis' own dial retries are reported by sluice
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	a := &adminParts{cfg: cfg}
+	a := &adminParts{cfg: cfg, lanesUnknown: g.Path() == "" && os.Getenv(envLanes) == ""}
 	defer a.close()
 	rdb, err := cfg.RedisClient()
 	if err != nil {
@@ -90,7 +97,10 @@ func (g *globals) admin(ctx context.Context, withQueue bool, fn func(context.Con
 	}
 	if withQueue {
 		host, _ := os.Hostname()
-		q, closeQ, err := backend.Open(ctx, cfg, backend.Options{Consumer: host + "-" + strconv.Itoa(os.Getpid()), Redis: rdb, Log: log, Attach: true})
+		// Without the dispatchers' file, queue.lanes may not be their
+		// lanes: a requeue then never moves a job to another lane.
+		q, closeQ, err := backend.Open(ctx, cfg, backend.Options{Consumer: host + "-" + strconv.Itoa(os.Getpid()), Redis: rdb, Log: log,
+			Attach: true, KeepLanes: g.Path() == ""})
 		if err != nil {
 			a.qErr = err
 		} else {
@@ -145,7 +155,7 @@ func statusCmd(g *globals) *cobra.Command {
 				if asJSON {
 					err = g.printJSON(s)
 				} else {
-					err = printStatus(g, a.cfg, s)
+					err = printStatus(g, a.cfg, s, a.lanesUnknown)
 				}
 				return errors.Join(err, snapshotErr(s))
 			})

@@ -15,8 +15,9 @@ import (
 )
 
 // printStatus prints a snapshot as text: what could be read, and for each
-// part that could not, why.
-func printStatus(g *globals, cfg *config.Config, s console.Snapshot) error {
+// part that could not, why. lanesUnknown says that queue.lanes was not
+// configured here, so the lanes shown may not be the dispatchers'.
+func printStatus(g *globals, cfg *config.Config, s console.Snapshot, lanesUnknown bool) error {
 	w := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "queue %s (%s)\n\n", s.Queue, s.Backend)
 	if s.QueueError != "" {
@@ -31,6 +32,10 @@ func printStatus(g *globals, cfg *config.Config, s console.Snapshot) error {
 			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\n", l.Name, l.Ready, l.Delayed, l.InFlight, seconds(l.OldestSeconds), consumers)
 		}
 		fmt.Fprintln(w, "(in flight: fetched by a replica and not yet settled: held for a slot, or being sent)")
+		if lanesUnknown {
+			fmt.Fprintf(w, "(queue.lanes is not configured here, no --config and no %s: these are the default lanes, not\n"+
+				" necessarily the dispatchers'; give their configuration to see theirs)\n", envLanes)
+		}
 		fmt.Fprintf(w, "\ndead letters\t%d\n", s.DeadLetters)
 	}
 	if p := s.Pacer; p == nil {

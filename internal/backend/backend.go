@@ -59,6 +59,12 @@ type Options struct {
 	// an error matching natsq.ErrNoQueue. A redis queue creates nothing
 	// until it fetches, so Attach changes nothing there.
 	Attach bool
+	// KeepLanes makes the queue's Requeue leave a dead letter whose lane
+	// is not in queue.lanes, and name it in its error, instead of putting
+	// it in the last lane (redisq.WithKeepLanes, natsq.WithKeepLanes): for
+	// a process whose queue.lanes may not be the lanes the dispatchers
+	// read.
+	KeepLanes bool
 }
 
 // opener opens one backend's queue from cfg and returns it with the
@@ -135,6 +141,9 @@ func openRedis(_ context.Context, cfg *config.Config, qcfg queue.Config, o Optio
 	if o.Rider != nil {
 		opts = append(opts, redisq.WithRider(o.Rider))
 	}
+	if o.KeepLanes {
+		opts = append(opts, redisq.WithKeepLanes())
+	}
 	q, err := redisq.New(rdb, qcfg, opts...)
 	if err != nil {
 		return nil, closers, err
@@ -166,6 +175,9 @@ func openNATS(ctx context.Context, cfg *config.Config, qcfg queue.Config, o Opti
 	opts := []natsq.Option{natsq.WithLogger(o.Log), natsq.WithReplicas(max(cfg.NATS.Replicas, 1))}
 	if o.Attach {
 		opts = append(opts, natsq.WithAttach())
+	}
+	if o.KeepLanes {
+		opts = append(opts, natsq.WithKeepLanes())
 	}
 	q, err := natsq.New(ctx, js, qcfg, opts...)
 	if err != nil {

@@ -86,3 +86,46 @@ func TestAttachMissing(t *testing.T) {
 		t.Errorf("consumer lane_default after a failed attach: %v, want none", err)
 	}
 }
+
+// With WithKeepLanes, a dead letter of a lane the queue does not have is
+// left where it is and named, while the others are requeued.
+func TestRequeueKeepLanes(t *testing.T) {
+	srv := testnats.Start(t)
+	run, js := open(t, srv.Conn(), queue.Config{Name: "keep", Lanes: []string{"otp", "bulk"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, j := range []struct{ id, lane string }{{"j1", "otp"}, {"j2", "bulk"}} {
+		if _, err := run.Enqueue(ctx, &queue.Job{ID: j.id, Lane: j.lane, Payload: []byte(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := run.Fetch(ctx, j.lane, 1)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("fetch %s: %d, %v", j.lane, len(ds), err)
+		}
+		if err := ds[0].DeadLetter(ctx, "no"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin, err := natsq.New(ctx, js, queue.Config{Name: "keep", Lanes: []string{"bulk"}}, natsq.WithAttach(), natsq.WithKeepLanes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	n, err := admin.Requeue(ctx)
+	if n != 1 || !errors.Is(err, natsq.ErrUnknownLane) || !strings.Contains(err.Error(), "j1 (lane otp)") {
+		t.Errorf("Requeue all: got %d, %v; want 1 (j2) and ErrUnknownLane naming j1 (lane otp)", n, err)
+	}
+	dead, err := run.ListDead(ctx, 0)
+	if err != nil || len(dead) != 1 || dead[0].Job.ID != "j1" {
+		t.Errorf("dead letters left: %+v, %v; want j1", dead, err)
+	}
+	st, err := run.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range st.Lanes {
+		if want := map[string]int64{"otp": 0, "bulk": 1}[l.Lane]; l.Ready != want {
+			t.Errorf("lane %s: %d ready, want %d", l.Lane, l.Ready, want)
+		}
+	}
+}

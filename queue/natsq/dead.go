@@ -32,19 +32,37 @@ func (q *Queue) ListDead(ctx context.Context, limit int) ([]queue.DeadLetter, er
 	return out, nil
 }
 
+// ErrUnknownLane is returned by Requeue, with WithKeepLanes, for dead
+// letters whose lane is not one of the queue's lanes.
+var ErrUnknownLane = errors.New("natsq: lane not in queue.lanes")
+
+// WithKeepLanes makes Requeue leave a dead letter whose lane is not one of
+// the queue's lanes where it is, and name it in an error matching
+// ErrUnknownLane, instead of putting it in the last lane: for a process
+// whose lanes may not be those the dispatchers read (an admin command run
+// without their configuration).
+func WithKeepLanes() Option { return func(o *options) { o.keepLanes = true } }
+
 // Requeue implements queue.DeadLetters. Each dead letter is published to
-// its lane's ready subject (the last lane when its lane is gone) with its
-// attempts reset, then deleted from the dead letter stream; the publish
-// carries a message id derived from the dead letter, so a Requeue repeated
-// after a failure between the two steps stores the job once.
+// its lane's ready subject (the last lane when its lane is gone; with
+// WithKeepLanes it is left and named in the error) with its attempts
+// reset, then deleted from the dead letter stream; the publish carries a
+// message id derived from the dead letter, so a Requeue repeated after a
+// failure between the two steps stores the job once.
 func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
 	if q.closed() {
 		return 0, fmt.Errorf("natsq: requeue: %w", queue.ErrClosed)
 	}
 	found := map[string]bool{}
+	var left []string
 	n := 0
 	err := q.scanDead(ctx, func(m *jetstream.RawStreamMsg, dl queue.DeadLetter) (bool, error) {
 		if len(ids) > 0 && !slices.Contains(ids, dl.Job.ID) {
+			return true, nil
+		}
+		if _, ok := q.lanes[dl.Job.Lane]; !ok && q.keepLanes {
+			found[dl.Job.ID] = true
+			left = append(left, dl.Job.ID+" (lane "+dl.Job.Lane+")")
 			return true, nil
 		}
 		if err := q.requeueOne(ctx, m, dl.Job); err != nil {
@@ -63,10 +81,15 @@ func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
 			missing = append(missing, id)
 		}
 	}
+	var errs []error
 	if len(missing) > 0 {
-		return n, fmt.Errorf("natsq: requeue: %w: no dead letter with id %s", queue.ErrNotFound, strings.Join(missing, ", "))
+		errs = append(errs, fmt.Errorf("natsq: requeue: %w: no dead letter with id %s", queue.ErrNotFound, strings.Join(missing, ", ")))
 	}
-	return n, nil
+	if len(left) > 0 {
+		errs = append(errs, fmt.Errorf("natsq: requeue: %w (%s): left as dead letters: %s", ErrUnknownLane,
+			strings.Join(q.cfg.Lanes, ", "), strings.Join(left, ", ")))
+	}
+	return n, errors.Join(errs...)
 }
 
 // requeueOne moves one dead letter back into its lane.

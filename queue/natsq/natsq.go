@@ -33,6 +33,8 @@ type Queue struct {
 	wg     sync.WaitGroup
 
 	acks ackReplies // confirmations of AckBatch's acks
+
+	keepLanes bool // WithKeepLanes: Requeue leaves dead letters of lanes not in cfg.Lanes
 }
 
 var _ queue.Queue = (*Queue)(nil)
@@ -41,9 +43,10 @@ var _ queue.Queue = (*Queue)(nil)
 type Option func(*options)
 
 type options struct {
-	log      *slog.Logger
-	replicas int
-	attach   bool
+	log       *slog.Logger
+	replicas  int
+	attach    bool
+	keepLanes bool
 }
 
 // ErrNoQueue is returned by New with WithAttach when a stream or consumer
@@ -104,7 +107,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg queue.Config, opts ...
 	if err := validate(js, &cfg, o); err != nil {
 		return nil, err
 	}
-	q := &Queue{js: js, cfg: cfg, n: names{queue: cfg.Name}, log: o.log, lanes: map[string]jetstream.Consumer{}}
+	q := &Queue{js: js, cfg: cfg, n: names{queue: cfg.Name}, log: o.log, lanes: map[string]jetstream.Consumer{}, keepLanes: o.keepLanes}
 	setup := func() error { return q.setup(ctx, o.replicas) }
 	if o.attach {
 		setup = func() error { return q.attach(ctx) }

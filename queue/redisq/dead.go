@@ -3,6 +3,7 @@ package redisq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -61,52 +62,90 @@ func entryTime(id string) time.Time {
 	return time.UnixMilli(n)
 }
 
+// ErrUnknownLane is returned by Requeue, with WithKeepLanes, for dead
+// letters whose lane is not one of the queue's lanes.
+var ErrUnknownLane = errors.New("redisq: lane not in queue.lanes")
+
+// WithKeepLanes makes Requeue leave a dead letter whose lane is not one of
+// the queue's lanes where it is, and name it in an error matching
+// ErrUnknownLane, instead of putting it in the last lane: for a process
+// whose lanes may not be those the dispatchers read (an admin command run
+// without their configuration).
+func WithKeepLanes() Option { return func(q *Queue) { q.keepLanes = true } }
+
 // Requeue implements queue.DeadLetters. With ids, they are requeued 100 per
 // script call; without, the oldest 100 dead letters are requeued per call
-// until none is left. A dead letter's lane that the queue no longer has is
-// replaced by the last lane.
+// until none is left. A dead letter's lane that the queue does not have is
+// replaced by the last lane, or, with WithKeepLanes, the dead letter is
+// left and named in the error.
 func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
 	if len(ids) == 0 {
 		return q.requeueAll(ctx)
 	}
-	total := 0
-	var missing []string
+	var total requeued
 	for chunk := range slices.Chunk(ids, requeueChunk) {
-		n, miss, err := q.requeue(ctx, "ids", chunk...)
-		total += n
-		missing = append(missing, miss...)
+		r, err := q.requeue(ctx, "ids", chunk...)
+		total.add(r)
 		if err != nil {
-			return total, fmt.Errorf("redisq: requeue: %w", err)
+			return total.n, fmt.Errorf("redisq: requeue: %w", err)
 		}
 	}
-	if len(missing) > 0 {
-		return total, fmt.Errorf("redisq: requeue: %w: no dead letter for job %s",
-			queue.ErrNotFound, strings.Join(missing, ", "))
-	}
-	return total, nil
+	return total.n, q.requeueErr(total)
 }
 
-// requeueAll requeues the oldest dead letters until none is left.
+// requeueAll requeues the oldest dead letters until none is left (but
+// those WithKeepLanes leaves).
 func (q *Queue) requeueAll(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		n, _, err := q.requeue(ctx, "oldest", strconv.Itoa(requeueChunk))
-		total += n
+	var total requeued
+	for after := "-"; ; {
+		r, err := q.requeue(ctx, "oldest", strconv.Itoa(requeueChunk), after)
+		total.add(r)
 		if err != nil {
-			return total, fmt.Errorf("redisq: requeue: %w", err)
+			return total.n, fmt.Errorf("redisq: requeue: %w", err)
 		}
-		if n < requeueChunk {
-			return total, nil
+		if r.n+len(r.left) < requeueChunk || r.last == "" {
+			return total.n, q.requeueErr(total)
 		}
+		after = r.last
 	}
 }
 
-// requeue runs requeue.lua in mode with args; it returns how many dead
-// letters were requeued and the ids not found.
-func (q *Queue) requeue(ctx context.Context, mode string, args ...string) (int, []string, error) {
+// requeued is what requeue.lua did.
+type requeued struct {
+	n       int
+	last    string   // mode oldest: the last entry looked at
+	missing []string // ids with no dead letter
+	left    []string // "id (lane x)" of dead letters left for their lane
+}
+
+func (r *requeued) add(o requeued) {
+	r.n += o.n
+	r.missing = append(r.missing, o.missing...)
+	r.left = append(r.left, o.left...)
+}
+
+// requeueErr names the ids not found and the dead letters left.
+func (q *Queue) requeueErr(r requeued) error {
+	var errs []error
+	if len(r.missing) > 0 {
+		errs = append(errs, fmt.Errorf("redisq: requeue: %w: no dead letter for job %s", queue.ErrNotFound, strings.Join(r.missing, ", ")))
+	}
+	if len(r.left) > 0 {
+		errs = append(errs, fmt.Errorf("redisq: requeue: %w (%s): left as dead letters: %s", ErrUnknownLane,
+			strings.Join(q.cfg.Lanes, ", "), strings.Join(r.left, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// requeue runs requeue.lua in mode with args.
+func (q *Queue) requeue(ctx context.Context, mode string, args ...string) (requeued, error) {
 	keys := append([]string{q.keys.dead(), q.keys.deadIndex()}, q.keys.lanes(q.cfg.Lanes)...)
-	argv := make([]any, 0, 1+len(q.cfg.Lanes)+len(args))
-	argv = append(argv, mode)
+	unknown := "last"
+	if q.keepLanes {
+		unknown = "keep"
+	}
+	argv := make([]any, 0, 2+len(q.cfg.Lanes)+len(args))
+	argv = append(argv, mode, unknown)
 	for _, l := range q.cfg.Lanes {
 		argv = append(argv, l)
 	}
@@ -115,13 +154,16 @@ func (q *Queue) requeue(ctx context.Context, mode string, args ...string) (int, 
 	}
 	v, err := q.scripts.requeue.Run(ctx, q.client, keys, argv...).Result()
 	if err != nil {
-		return 0, nil, err
+		return requeued{}, err
 	}
-	r := newReply(v, 1, 1)
-	n := int(r.int(0))
-	var missing []string
-	for i := 1; i < r.len() && r.err == nil; i++ {
-		missing = append(missing, r.str(i))
+	r := newReply(v, 2, 2)
+	out := requeued{n: int(r.int(0)), last: r.str(1)}
+	for i := 2; i+1 < r.len() && r.err == nil; i += 2 {
+		if id, lane := r.str(i), r.str(i+1); lane == "" {
+			out.missing = append(out.missing, id)
+		} else {
+			out.left = append(out.left, id+" (lane "+lane+")")
+		}
 	}
-	return n, missing, r.err
+	return out, r.err
 }

@@ -3,11 +3,14 @@ package redisq_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // A dead letter of a lane the queue no longer has is requeued into the
@@ -31,6 +34,42 @@ func TestRequeueFromRemovedLaneFetchesWithNewLane(t *testing.T) {
 	d = fetchOne(t, after, "kept")
 	if j := d.Job(); j.ID != "j1" || j.Lane != "kept" {
 		t.Errorf("fetched job %s of lane %q, want j1 of lane \"kept\"", j.ID, j.Lane)
+	}
+}
+
+// With WithKeepLanes, a dead letter of a lane the queue does not have is
+// left where it is and named, by id and by --all, while the others are
+// requeued, into their own lane only.
+func TestRequeueKeepLanes(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	run := open(t, srv, queue.Config{Name: "keep", Lanes: []string{"otp", "bulk"}})
+	for _, j := range []struct{ id, lane string }{{"j1", "otp"}, {"j2", "bulk"}, {"j3", "otp"}} {
+		if _, err := run.Enqueue(t.Context(), &queue.Job{ID: j.id, Lane: j.lane, Payload: json.RawMessage(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fetchOne(t, run, j.lane).DeadLetter(t.Context(), "no"); err != nil {
+			t.Fatalf("DeadLetter %s: %v", j.id, err)
+		}
+	}
+	admin, err := redisq.New(srv.Client(), queue.Config{Name: "keep", Lanes: []string{"bulk"}}, redisq.WithKeepLanes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	n, err := admin.Requeue(t.Context(), "j1")
+	if n != 0 || !errors.Is(err, redisq.ErrUnknownLane) || !strings.Contains(err.Error(), "j1 (lane otp)") {
+		t.Errorf("Requeue j1 of lane otp: got %d, %v; want 0 and ErrUnknownLane naming j1 (lane otp)", n, err)
+	}
+	n, err = admin.Requeue(t.Context())
+	if n != 1 || !errors.Is(err, redisq.ErrUnknownLane) || !strings.Contains(err.Error(), "j3 (lane otp)") {
+		t.Errorf("Requeue all: got %d, %v; want 1 (j2) and ErrUnknownLane naming j1 and j3", n, err)
+	}
+	dead, err := run.ListDead(t.Context(), 10)
+	if err != nil || len(dead) != 2 || dead[0].Job.ID != "j1" || dead[1].Job.ID != "j3" {
+		t.Errorf("dead letters left: %+v, %v; want j1 and j3", dead, err)
+	}
+	if d := fetchOne(t, run, "bulk"); d.Job().ID != "j2" {
+		t.Errorf("requeued into bulk: %s, want j2", d.Job().ID)
 	}
 }
 

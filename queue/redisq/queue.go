@@ -62,6 +62,7 @@ type Queue struct {
 	minReplicas    int           // WithMinReplicas: replicas each enqueue waits for
 	replicaTimeout time.Duration // and for how long
 	ride           func() Rider  // WithRider: what to send behind each blocking read
+	keepLanes      bool          // WithKeepLanes: Requeue leaves dead letters of lanes not in cfg.Lanes
 
 	takesMu   sync.Mutex
 	takes     map[string]laneTake // per lane, the last round of fetch.lua (fetch.go)
