@@ -34,8 +34,10 @@ func (c *Config) validateAdmin(ps *problems) {
 
 // LoadAdmin is Load for the admin commands (status, set-rate, pause, dlq,
 // job), which send nothing to the provider: like LoadProducer, pacer.rate
-// and sink.url are not required, so the commands need only the keys they
-// use (queue.name, queue.backend, redis.url, nats.url).
+// and sink.url are not required, and neither sink.auth.secret_file nor
+// admin.token_file is read, so that the commands need only the keys they
+// use (queue.name, queue.backend, redis.url, nats.url, and the servers'
+// credentials) on an operator's machine without the provider's secret.
 func LoadAdmin(path string, env []string, flags map[string]string) (*Config, error) {
-	return load(path, env, flags, true)
+	return load(path, env, flags, forClient)
 }

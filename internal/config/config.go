@@ -57,8 +57,28 @@ type Config struct {
 	Dispatch dispatch.Config `yaml:"dispatch"`
 	API      api.Config      `yaml:"api"`
 
-	producer bool // loaded by LoadProducer: the dispatcher's keys are optional
+	// mode is what the configuration was loaded for; zero is a replica.
+	mode mode
 }
+
+// mode is what a configuration is loaded for, which says the keys it must
+// have and the files Validate reads.
+type mode int
+
+const (
+	// forReplica (Load) needs every key a replica uses and reads every
+	// file the configuration names.
+	forReplica mode = iota
+	// forClient (LoadProducer, LoadAdmin) is a process that sends nothing
+	// to the provider and serves no console: pacer.rate and sink.url are
+	// optional, and of the sink only what shapes a job's request is
+	// checked (sink.NewBounds); the provider's secret (sink.auth) and the
+	// console's token (admin.token_file) are not read.
+	forClient
+	// forAPI (LoadAPI) is forClient for serve-api, which also reads its
+	// own token (api.token_file).
+	forAPI
+)
 
 // Backend names the durable queue's store.
 type Backend string

@@ -23,18 +23,30 @@ import (
 // the file cannot be read, or one matching ErrInvalid that lists every
 // problem found, each line naming its key.
 func Load(path string, env []string, flags map[string]string) (*Config, error) {
-	return load(path, env, flags, false)
+	return load(path, env, flags, forReplica)
 }
 
 // LoadProducer is Load for the producer, which sends nothing to the
 // provider: pacer.rate and sink.url are not required (they are still
 // checked when given), so a producer can be configured with the queue's
-// keys alone.
+// keys alone. Of the sink, it checks only the keys that shape a job's
+// request (those sink.NewBounds reads), and it reads neither the
+// provider's secret (sink.auth.secret_file) nor admin.token_file, which
+// the machine it runs on need not hold.
 func LoadProducer(path string, env []string, flags map[string]string) (*Config, error) {
-	return load(path, env, flags, true)
+	return load(path, env, flags, forClient)
 }
 
-func load(path string, env []string, flags map[string]string, producer bool) (*Config, error) {
+// LoadAPI is Load for serve-api, the HTTP ingest API: as LoadProducer, it
+// needs only the queue's and the servers' keys (not pacer.rate nor
+// sink.url, and reads no secret of the provider's nor admin.token_file),
+// and it also checks the api: keys and reads api.token_file, which is
+// required.
+func LoadAPI(path string, env []string, flags map[string]string) (*Config, error) {
+	return load(path, env, flags, forAPI)
+}
+
+func load(path string, env []string, flags map[string]string, m mode) (*Config, error) {
 	s := newSchema()
 	var ps problems
 	k := koanf.New(".")
@@ -65,7 +77,7 @@ func load(path string, env []string, flags map[string]string, producer bool) (*C
 	// Whatever layer names a variable (sink.auth.secret_env), it is known.
 	reportUnknownEnv(s, unknownEnv, s.namedVariables(k), &ps)
 	ps.addAll(flagProblems.list)
-	c := &Config{producer: producer}
+	c := &Config{mode: m}
 	// The dispatcher listens to the provider unless told not to: a zero
 	// pacer.Config has it off, so the default is set before decoding.
 	c.Pacer.Adaptive.Enabled = true

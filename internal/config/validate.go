@@ -4,6 +4,9 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/setting"
+	"github.com/sluicehq/sluice/sink"
 )
 
 // MinVisibilityTimeout is the least queue.visibility_timeout a dispatcher
@@ -13,7 +16,10 @@ const MinVisibilityTimeout = 2 * time.Second
 // Validate reports every problem of the configuration in one error
 // matching ErrInvalid, each line naming its key. Call SetDefaults first, as
 // Load does. It reads the files the configuration names (password and
-// token files, TLS material) to check them.
+// token files, TLS material) to check them, but those a configuration
+// loaded by LoadProducer, LoadAdmin or LoadAPI does not use: the
+// provider's secret and admin.token_file. A Config built by hand is
+// checked as Load checks it.
 func (c *Config) Validate() error {
 	var ps problems
 	c.validate(&ps)
@@ -25,34 +31,45 @@ func (c *Config) Validate() error {
 // the order of the file's sections.
 func (c *Config) validate(ps *problems) {
 	from := len(ps.list)
+	replica := c.mode == forReplica
 	c.validateQueue(ps)
 	_, redisProblems := c.redisOptions()
 	ps.addAll(redisProblems)
 	_, natsProblems := c.natsOptions()
 	ps.addAll(natsProblems)
-	if c.Pacer.Rate == 0 && !c.producer {
+	if c.Pacer.Rate == 0 && replica {
 		ps.addf("pacer.rate", "required: the provider's cap for the whole cluster, in requests per second")
 	}
-	if c.Pacer.Rate != 0 || !c.producer {
+	if c.Pacer.Rate != 0 || replica {
 		// A pacer name taken from queue.name is reported as queue.name.
 		derived := c.Pacer.Name == c.Queue.Name
 		ps.addChecked(c.Pacer.Validate(), func(p *problem) bool { return derived && p.Key == "pacer.name" })
 	}
-	if c.Sink.URL != "" || c.Sink.Type != SinkHTTP || !c.producer {
+	switch {
+	case replica:
 		c.validateSink(ps)
+	case c.Sink.URL != "" || c.Sink.Type != SinkHTTP:
+		c.validateSinkShape(ps)
 	}
 	if l := c.Metrics.Listen; l != MetricsOff {
 		if msg := checkListen(l); msg != "" {
 			ps.addf("metrics.listen", "%s", msg)
 		}
 	}
-	c.validateAdmin(ps)
+	if replica {
+		c.validateAdmin(ps)
+	}
 	// The engine checks queue.backoff and dispatch.*, and again
 	// sink.max_in_flight and pacer.rate, which their owners checked first.
 	d := c.DispatchConfig()
 	ps.addChecked(d.Validate(), nil)
 	// The ingest API's keys; its token file is read by serve-api alone.
 	ps.addChecked(c.API.Validate(), nil)
+	if c.mode == forAPI {
+		if _, err := c.API.Token(); err != nil {
+			ps.addChecked(err, nil)
+		}
+	}
 	ps.sortBySection(from)
 }
 
@@ -69,7 +86,7 @@ func (c *Config) validateQueue(ps *problems) {
 	// same problem, under the same key, is reported once.
 	qc := c.QueueConfig()
 	ps.addChecked(qc.Validate(), nil)
-	if !c.producer {
+	if c.mode == forReplica {
 		c.validateKeepAlive(ps)
 	}
 }
@@ -109,6 +126,34 @@ func (c *Config) validateSink(ps *problems) {
 	default:
 		ps.addf("sink.type", "must be http or log, got %q", c.Sink.Type)
 	}
+}
+
+// validateSinkShape checks, for a process that sends nothing to the
+// provider, the sink's keys that shape a job's request (those
+// sink.NewBounds reads: url, method, encoding, content_type,
+// allowed_hosts, headers), with which a producer refuses a job the
+// dispatchers would not send. It reads no secret.
+func (c *Config) validateSinkShape(ps *problems) {
+	switch c.Sink.Type {
+	case SinkLog:
+		return
+	case SinkHTTP:
+	default:
+		ps.addf("sink.type", "must be http or log, got %q", c.Sink.Type)
+		return
+	}
+	// As in validateSink, a malformed URL is reported without any part of
+	// it.
+	if _, msg := parseURL(c.Sink.URL); msg != "" {
+		ps.addf("sink.url", "%s", msg)
+		return
+	}
+	_, err := sink.NewBounds(c.HTTPSinkConfig())
+	if err != nil && len(setting.Errors(err)) == 0 {
+		ps.addf("sink.url", "%v", err)
+		return
+	}
+	ps.addChecked(err, nil)
 }
 
 // checkListen checks a host:port to listen on.
