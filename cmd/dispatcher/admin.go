@@ -20,8 +20,13 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// adminTimeout bounds one admin command's work.
+// adminTimeout bounds one admin command's work, once its queue is open.
 const adminTimeout = 10 * time.Second
+
+// queueOpenTimeout bounds the opening of the queue, apart from the
+// command's work: unreachable NATS servers cost at most this long, and the
+// pacer's state and the replicas in Redis are still read.
+const queueOpenTimeout = 5 * time.Second
 
 // adminParts are what the admin commands act on: the pacer's controls and
 // live replicas in Redis, and the queue when the command needs it. A part
@@ -69,7 +74,7 @@ func (a *adminParts) queue() (queue.Queue, error) {
 
 // admin loads the configuration the admin commands need (LoadAdmin: no
 // pacer.rate, no sink.url), opens Redis and, when withQueue, the queue,
-// and runs fn within adminTimeout.
+// within queueOpenTimeout, and runs fn within adminTimeout.
 func (g *globals) admin(ctx context.Context, withQueue bool, fn func(context.Context, *adminParts) error) error {
 	cfg, err := config.LoadAdmin(g.Path(), os.Environ(), g.Overrides())
 	if err != nil {
@@ -80,8 +85,6 @@ func (g *globals) admin(ctx context.Context, withQueue bool, fn func(context.Con
 		return err
 	}
 	redis.SetLogger(cli.QuietRedis{}) // go-redis' own dial retries are reported by sluice
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
 	a := &adminParts{cfg: cfg, lanesUnknown: g.Path() == "" && os.Getenv(envLanes) == ""}
 	defer a.close()
 	rdb, err := cfg.RedisClient()
@@ -99,8 +102,10 @@ func (g *globals) admin(ctx context.Context, withQueue bool, fn func(context.Con
 		host, _ := os.Hostname()
 		// Without the dispatchers' file, queue.lanes may not be their
 		// lanes: a requeue then never moves a job to another lane.
-		q, closeQ, err := backend.Open(ctx, cfg, backend.Options{Consumer: host + "-" + strconv.Itoa(os.Getpid()), Redis: rdb, Log: log,
+		octx, ocancel := context.WithTimeout(ctx, queueOpenTimeout)
+		q, closeQ, err := backend.Open(octx, cfg, backend.Options{Consumer: host + "-" + strconv.Itoa(os.Getpid()), Redis: rdb, Log: log,
 			Attach: true, KeepLanes: g.Path() == ""})
+		ocancel()
 		if err != nil {
 			a.qErr = err
 		} else {
@@ -108,6 +113,8 @@ func (g *globals) admin(ctx context.Context, withQueue bool, fn func(context.Con
 			a.closers = append([]func() error{closeQ}, a.closers...)
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
 	if err := fn(ctx, a); err != nil {
 		return cli.Failure(err)
 	}
