@@ -65,7 +65,8 @@ type Sentinel struct {
 	// Addrs are the sentinels (host:port). Required with master_name.
 	Addrs []string `yaml:"addrs"`
 	// PasswordFile names a file holding the sentinels' own password, if
-	// they have one. Optional.
+	// they have one, trimmed of surrounding white space. Optional; read at
+	// load, as the other password files are.
 	PasswordFile string `yaml:"password_file"`
 }
 
@@ -188,6 +189,13 @@ func (r *Redis) topologyProblems(db int) []*problem {
 	for i, a := range s.Addrs {
 		if msg := checkHostPort(a); msg != "" {
 			ps = append(ps, problemf(fmt.Sprintf("redis.sentinel.addrs[%d]", i), "%s", msg))
+		}
+	}
+	// Read here, as the other password files are, so that a missing or
+	// empty one stops start-up by its key; RedisClient reads it again.
+	if s.PasswordFile != "" {
+		if _, p := readSecretFile("redis.sentinel.password_file", s.PasswordFile); p != nil {
+			ps = append(ps, p)
 		}
 	}
 	return ps

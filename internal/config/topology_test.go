@@ -120,6 +120,10 @@ func TestRedisTopologyValidation(t *testing.T) {
 		{map[string]string{"redis.min_replicas_timeout": "500us"}, []string{"redis.min_replicas_timeout"}},
 		{map[string]string{"nats.replicas": "6"}, []string{"nats.replicas"}},
 		{map[string]string{"nats.replicas": "-1"}, []string{"nats.replicas"}},
+		{map[string]string{"redis.sentinel.master_name": "m", "redis.sentinel.addrs": "127.0.0.1:26379",
+			"redis.sentinel.password_file": "/no/such/sentinel-password"}, []string{"redis.sentinel.password_file"}},
+		{map[string]string{"redis.sentinel.master_name": "m", "redis.sentinel.addrs": "127.0.0.1:26379",
+			"redis.sentinel.password_file": writeFile(t, "sentinel-pw", " \n")}, []string{"redis.sentinel.password_file"}},
 	} {
 		flags := maps.Clone(topologyBase)
 		maps.Copy(flags, tt.set)
