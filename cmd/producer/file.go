@@ -22,7 +22,7 @@ type fileFlags struct {
 }
 
 func (f *fileFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.path, "file", "", "enqueue the JSON jobs of this file, one per line (- for stdin)")
+	fs.StringVar(&f.path, "file", "", fmt.Sprintf("enqueue the JSON jobs of this file, one per line (- for stdin); a batch goes out when it holds --batch jobs or %s after its first", linger))
 	fs.BoolVar(&f.strict, "strict", false, "with --file: enqueue nothing when any line is bad (the jobs are held in memory until the end)")
 }
 
@@ -62,6 +62,9 @@ type fileRun struct {
 	bar    *progress
 	t      tally
 	batch  []pending
+	// maxLine is the longest line accepted, in bytes (lineReader's max),
+	// for the message about a longer one.
+	maxLine int
 }
 
 // runFile enqueues the jobs of a file of JSON lines in batches, reports
@@ -82,13 +85,32 @@ func runFile(ctx context.Context, g *globals, f fileFlags) error {
 	}
 	defer s.close()
 	r := &fileRun{g: g, p: s.p, strict: f.strict, bar: g.newProgress(size, "enqueuing", true)}
-	err = r.read(ctx, newLineReader(in, s.cfg.Queue.MaxPayloadBytes+lineSlack))
-	if err == nil {
-		err = r.finish(ctx)
-	}
+	err = r.run(ctx, newLineReader(in, s.cfg.Queue.MaxPayloadBytes+lineSlack))
 	r.bar.finish()
 	fmt.Fprintln(g.stdout, r.t)
 	return r.result(err)
+}
+
+// run reads the input on a goroutine of its own (see feed) and enqueues
+// its jobs. At the end of the input it enqueues what is left (see finish).
+// On a signal (the end of ctx) or a read error it stops reading and still
+// enqueues the jobs parsed (see sendParsed): it returns without waiting
+// for the rest of the input or for a line partly read.
+func (r *fileRun) run(ctx context.Context, lr *lineReader) error {
+	lines, stop := make(chan line), make(chan struct{})
+	defer close(stop)
+	go lr.feed(lines, stop)
+	r.maxLine = lr.max
+	err := r.read(ctx, lines)
+	if err == nil {
+		return r.finish(ctx)
+	}
+	// A batch that failed is not kept (see send): after an error of the
+	// queue there is nothing left to send.
+	if serr := r.sendParsed(ctx); serr != nil {
+		return fmt.Errorf("%w; %w", err, serr)
+	}
+	return err
 }
 
 // openInput opens the file of --file, or stdin for "-", and returns its
@@ -108,44 +130,98 @@ func (g *globals) openInput(path string) (io.ReadCloser, int64, error) {
 	return f, size, nil
 }
 
-// read parses and checks every line, and enqueues the good ones a batch
-// at a time (with --strict, only after the last line).
-func (r *fileRun) read(ctx context.Context, lr *lineReader) error {
+// linger is how long a batch waits for more jobs after its first one:
+// a batch goes out when it holds --batch jobs or linger after its first
+// job, whichever comes first. A file fills its batches long before; a
+// slow pipe (app | producer --file -) has each job stored about linger
+// after its line came, instead of held until --batch lines have come.
+// With --strict there is no linger: nothing goes out before the end.
+const linger = 100 * time.Millisecond
+
+// read parses and checks the lines handed over on lines, and enqueues the
+// good ones a batch at a time (see linger; with --strict, nothing before
+// the end: see finish). It returns nil at the end of the input, ctx's
+// error on a signal, or the error of the input or of the queue. A signal
+// is seen before any line waiting: no line is taken once it came.
+func (r *fileRun) read(ctx context.Context, lines <-chan line) error {
+	timer := time.NewTimer(linger)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		line, size, tooLong, err := lr.next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read line %d: %w", lr.n+1, err)
-		}
-		r.bar.add(size)
-		if tooLong {
-			r.refuse(lr.n, fmt.Sprintf("job: longer than %d bytes (the payload limit, queue.max_payload_bytes, and %d bytes for the other fields)", lr.max, lineSlack))
-			continue
-		}
-		if len(line) == 0 {
-			continue
-		}
-		job, err := producer.ParseJob(line)
-		if err == nil {
-			err = r.p.Check(job)
-		}
-		if err != nil {
-			r.refuse(lr.n, oneLine(err))
-			continue
-		}
-		r.batch = append(r.batch, pending{line: lr.n, job: job})
-		if !r.strict && len(r.batch) >= r.g.batch {
-			if err := r.flush(ctx, r.batch); err != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			if err := r.send(ctx); err != nil {
 				return err
 			}
-			r.batch = r.batch[:0]
+		case l := <-lines:
+			if errors.Is(l.err, io.EOF) {
+				return nil
+			}
+			if l.err != nil {
+				return l.err
+			}
+			r.take(l)
+			switch {
+			case r.strict:
+			case len(r.batch) >= r.g.batch:
+				timer.Stop()
+				if err := r.send(ctx); err != nil {
+					return err
+				}
+			case len(r.batch) == 1:
+				timer.Reset(linger)
+			}
 		}
 	}
+}
+
+// take parses and checks one line: a good one joins the batch, a bad one
+// is reported.
+func (r *fileRun) take(l line) {
+	r.bar.add(l.size)
+	if l.tooLong {
+		r.refuse(l.n, fmt.Sprintf("job: longer than %d bytes (the payload limit, queue.max_payload_bytes, and %d bytes for the other fields)", r.maxLine, lineSlack))
+		return
+	}
+	if len(l.text) == 0 {
+		return
+	}
+	job, err := producer.ParseJob(l.text)
+	if err == nil {
+		err = r.p.Check(job)
+	}
+	if err != nil {
+		r.refuse(l.n, oneLine(err))
+		return
+	}
+	r.batch = append(r.batch, pending{line: l.n, job: job})
+}
+
+// send enqueues the batch built so far, and starts the next one, also
+// when it failed.
+func (r *fileRun) send(ctx context.Context) error {
+	if len(r.batch) == 0 {
+		return nil
+	}
+	err := r.flush(ctx, r.batch)
+	r.batch = r.batch[:0]
+	return err
+}
+
+// sendParsed enqueues the jobs parsed before a signal or a read error
+// stopped the reading: at most one batch, as a full batch goes out at
+// once. The end of ctx does not stop it (see inFlight). With --strict it
+// sends nothing: the rest of the input was never checked.
+func (r *fileRun) sendParsed(ctx context.Context) error {
+	if r.strict {
+		return nil
+	}
+	return r.send(ctx)
 }
 
 // finish enqueues what is left, unless --strict found a bad line.

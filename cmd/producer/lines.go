@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -52,5 +53,42 @@ func (lr *lineReader) next() (line []byte, size int, tooLong bool, err error) {
 			return nil, size, true, nil
 		}
 		return buf, size, false, nil
+	}
+}
+
+// line is a line of the input as feed hands it over.
+type line struct {
+	n       int    // its number, from 1
+	text    []byte // without its end of line; nil when tooLong
+	size    int    // the bytes it took in the input
+	tooLong bool
+	err     error // io.EOF at the end of the input, else the read error; the other fields are then unset
+}
+
+// feed reads lines and hands them over on out, one at a time, until the
+// end of the input or a read error (handed over as the last line's err),
+// or until stop is closed. It runs on a goroutine of its own, so that the
+// receiver can wait for a line, a timer and a signal at once. A line is
+// handed over only once read whole: a line cut short by stop is not. After
+// stop is closed feed may stay blocked in a read of the input until that
+// read returns (stdin: until the command exits or the writer closes it).
+func (lr *lineReader) feed(out chan<- line, stop <-chan struct{}) {
+	for {
+		text, size, tooLong, err := lr.next()
+		l := line{n: lr.n, text: text, size: size, tooLong: tooLong}
+		switch {
+		case errors.Is(err, io.EOF):
+			l = line{err: err}
+		case err != nil:
+			l = line{err: fmt.Errorf("read line %d: %w", lr.n+1, err)}
+		}
+		select {
+		case out <- l:
+		case <-stop:
+			return
+		}
+		if err != nil {
+			return
+		}
 	}
 }

@@ -8,6 +8,13 @@
 //
 // Exit codes: 0 every job enqueued (duplicates included), 1 a job refused
 // or a backend error, 2 bad usage or configuration.
+//
+// SIGINT or SIGTERM stops the command: --file and --gen finish the batch
+// in flight (for at most 10 s), --file also enqueues the jobs it has
+// parsed, and the count printed is the count stored; exit code 1. A second
+// signal exits at once, with 128 and the signal's number (130 for SIGINT,
+// 143 for SIGTERM), without waiting for the batch in flight or printing a
+// count.
 package main
 
 import (
@@ -29,10 +36,36 @@ import (
 
 func main() {
 	redis.SetLogger(cli.QuietRedis{}) // go-redis' own dial retries show as the enqueue's error
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go onSignals(sigs, cancel, os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
+}
+
+// onSignals answers the signals received on sigs until it is closed. The
+// first calls cancel: the run stops and reports what it stored. The second
+// calls exit at once with 128 + the signal's number (130 for SIGINT), as a
+// shell reports a process that a signal ended, without waiting for the
+// batch in flight: the jobs stored are then not known.
+func onSignals(sigs <-chan os.Signal, cancel context.CancelFunc, stderr io.Writer, exit func(code int)) {
+	first := true
+	for sig := range sigs {
+		if first {
+			first = false
+			cancel()
+			continue
+		}
+		fmt.Fprintf(stderr, "producer: second signal (%v): exiting without waiting for the batch in flight (some of its jobs may be stored)\n", sig)
+		code := 1
+		if n, ok := sig.(syscall.Signal); ok {
+			code = 128 + int(n)
+		}
+		exit(code)
+		return
+	}
 }
 
 // usageErrorf is a bad-usage error: exit code 2.
@@ -91,7 +124,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			"file of JSON jobs (--file, - for stdin), or generated load (--gen). A job on the wire is\n" +
 			`{"id","lane","user","key","not_before","expires_at","cost","payload"}; only payload is required.` + "\n" +
 			"Configuration: --config FILE (or SLUICE_CONFIG), then SLUICE_* environment variables, then flags.\n" +
-			"Exit codes: 0 all enqueued, 1 some job refused or a backend error, 2 bad usage or configuration.",
+			"Exit codes: 0 all enqueued, 1 some job refused or a backend error, 2 bad usage or configuration.\n" +
+			"SIGINT or SIGTERM stops the reading: what was read is enqueued and the count stored printed (exit 1).\n" +
+			"A second signal exits at once (130 for SIGINT, 143 for SIGTERM), without waiting for the batch in flight.",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
