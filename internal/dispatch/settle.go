@@ -120,8 +120,7 @@ func cancelledByShutdown(ctx context.Context, err error) bool {
 // (cancelledByShutdown): that is no failure of the job, so the engine
 // spends no attempt on it and never dead-letters it for it. A delivery
 // that can be released (queue.Releaser) goes back to the queue at once
-// (on Redis with no attempt counted; JetStream counts a released message's
-// next delivery, as it does for the jobs a replica held at shutdown); any
+// with no attempt counted, as the jobs a replica held at shutdown do; any
 // other stays unacked and comes back after the visibility timeout.
 //
 // The request may have reached the provider all the same: it was

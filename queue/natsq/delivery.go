@@ -20,11 +20,12 @@ import (
 // every settle returns queue.ErrSettled and does nothing; the job is, or
 // will be, delivered again.
 type delivery struct {
-	q      *Queue
-	msg    jetstream.Msg
-	job    queue.Job
-	seq    uint64    // stream sequence of msg
-	stored time.Time // when msg was stored, for derived message ids
+	q        *Queue
+	msg      jetstream.Msg
+	job      queue.Job
+	seq      uint64    // stream sequence of msg
+	stored   time.Time // when msg was stored, for derived message ids
+	released int       // times msg was released before this delivery (release.go)
 
 	mu       sync.Mutex
 	state    settleState
@@ -207,11 +208,17 @@ func (q *Queue) deadLetter(ctx context.Context, d *delivery, reason string) erro
 var _ queue.Releaser = (*delivery)(nil)
 
 // Release implements queue.Releaser: the message is negatively
-// acknowledged, so the server delivers it again at once, to any consumer.
-// JetStream counts that delivery, so the job's next Attempt is one higher.
+// acknowledged, so the server delivers it again at once, to any consumer,
+// in its place in its lane. JetStream counts that delivery; the queue
+// counts the release too (release.go), and the next fetch takes it off, so
+// the job's next Attempt is the same. When the count cannot be written,
+// the release still happens and counts as an attempt.
 func (d *delivery) Release(ctx context.Context) error {
 	if err := d.begin(); err != nil {
 		return err
+	}
+	if err := d.q.noteRelease(ctx, d); err != nil {
+		d.q.log.Warn("natsq: release counts as an attempt", "queue", d.q.cfg.Name, "job", d.job.ID, "err", err)
 	}
 	err := d.msg.Nak()
 	if err != nil {

@@ -14,7 +14,8 @@
 // delayed reads every delayed subject. Dead letters live in a second stream,
 // SLUICEDLQ_<queue> (limits retention, file storage, subject
 // sluice.<queue>.dead), which ListDead reads oldest first and Requeue moves
-// back into the lanes. New creates what is missing and updates the
+// back into the lanes. The first Release makes a key-value bucket,
+// SLUICE_RELEASED_<queue> (see Attempts). New creates what is missing and updates the
 // subjects and duplicate window of existing streams, keeping any other
 // setting (limits, replicas) an operator gave them; with WithAttach, for an
 // admin command or the ingest API, New only looks them up and changes
@@ -43,9 +44,11 @@
 // # Attempts
 //
 // Job.Attempt on delivery is the attempts in the body plus the message's
-// NumDelivered. A redelivery after a visibility timeout therefore counts; a
-// job waiting for its NotBefore or its retry delay never sits in a lane, so
-// waiting counts nothing. Retry publishes the job again with its current
+// NumDelivered, less the times it was released (Release, at a replica's
+// shutdown), which the key-value bucket SLUICE_RELEASED_<queue> counts per
+// message (release.go). A redelivery after a visibility timeout therefore
+// counts, a release does not; a job waiting for its NotBefore or its retry
+// delay never sits in a lane, so waiting counts nothing. Retry publishes the job again with its current
 // attempt in the body and LastError set, then acks the old message. The
 // count is exact except that a message the server sent to a pull request
 // the client had just abandoned (its context ended in the same instant)

@@ -142,7 +142,7 @@ func drain(b jetstream.MessageBatch, err error, sent time.Time) ([]received, err
 func (q *Queue) deliveries(ctx context.Context, lane string, msgs []received) []queue.Delivery {
 	ds := make([]queue.Delivery, 0, len(msgs))
 	for _, r := range msgs {
-		d, reason := q.newDelivery(lane, r)
+		d, reason := q.newDelivery(ctx, lane, r)
 		if reason == "" {
 			ds = append(ds, d)
 			continue
@@ -161,7 +161,7 @@ func (q *Queue) deliveries(ctx context.Context, lane string, msgs []received) []
 
 // newDelivery reads one message. A non-empty reason says why the message
 // must be dead-lettered instead of delivered.
-func (q *Queue) newDelivery(lane string, r received) (*delivery, string) {
+func (q *Queue) newDelivery(ctx context.Context, lane string, r received) (*delivery, string) {
 	d := &delivery{q: q, msg: r.msg, deadline: q.deadline(r.at)}
 	md, err := r.msg.Metadata()
 	if err != nil {
@@ -174,8 +174,11 @@ func (q *Queue) newDelivery(lane string, r received) (*delivery, string) {
 		return d, fmt.Sprintf("unreadable job (stream sequence %d): %v", d.seq, err)
 	}
 	d.job.Lane = lane
+	if md.NumDelivered > 1 { // delivered before: some of those may have been releases
+		d.released = min(q.releaseCount(ctx, d.seq, d.stored), int(md.NumDelivered)-1)
+	}
 	base := d.job.Attempt
-	d.job.Attempt = base + int(md.NumDelivered)
+	d.job.Attempt = base + int(md.NumDelivered) - d.released
 	if d.job.Attempt > q.cfg.MaxAttempts {
 		d.job.Attempt-- // the last attempt a consumer had
 		return d, fmt.Sprintf("max attempts: visibility timeout expired on every attempt (%d of %d)",

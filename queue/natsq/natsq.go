@@ -35,6 +35,8 @@ type Queue struct {
 	acks ackReplies // confirmations of AckBatch's acks
 
 	keepLanes bool // WithKeepLanes: Requeue leaves dead letters of lanes not in cfg.Lanes
+
+	released releases // the bucket of release counts (release.go)
 }
 
 var _ queue.Queue = (*Queue)(nil)

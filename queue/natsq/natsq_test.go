@@ -94,7 +94,7 @@ func open(t testing.TB, nc *nats.Conn, cfg queue.Config) (*natsq.Queue, jetstrea
 func deleteStreams(t testing.TB, js jetstream.JetStream, q *natsq.Queue) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, name := range []string{"SLUICE_" + q.Config().Name, "SLUICEDLQ_" + q.Config().Name} {
+	for _, name := range []string{"SLUICE_" + q.Config().Name, "SLUICEDLQ_" + q.Config().Name, "KV_SLUICE_RELEASED_" + q.Config().Name} {
 		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Logf("delete stream %s: %v", name, err)
 		}

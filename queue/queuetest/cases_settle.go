@@ -103,3 +103,44 @@ func testUnknownLane(t *testing.T, h *harness) {
 		}
 	}
 }
+
+// testReleaseSpendsNoAttempt: a delivery given back with Release
+// (queue.Releaser, what a replica does with the jobs it holds at shutdown)
+// comes back at once with the same attempt, however often it is released:
+// more releases than MaxAttempts (a run of rolling restarts) neither
+// dead-letter the job nor spend its attempts. A Retry after them counts
+// one.
+func testReleaseSpendsNoAttempt(t *testing.T, h *harness) {
+	q := h.open() // MaxAttempts 3
+	id := enqueue(t, q, newJob(laneLow, 1))[0].ID
+	for range 5 {
+		d := fetchOne(t, q, laneLow)
+		if j := d.Job(); j.ID != id || j.Attempt != 1 {
+			t.Fatalf("after releases: got job %s attempt %d, want %s attempt 1", j.ID, j.Attempt, id)
+		}
+		r, ok := d.(queue.Releaser)
+		if !ok {
+			t.Skip("the backend's deliveries have no Release")
+		}
+		if err := r.Release(t.Context()); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	d := fetchOne(t, q, laneLow)
+	if j := d.Job(); j.ID != id || j.Attempt != 1 {
+		t.Fatalf("after 5 releases: got job %s attempt %d, want %s attempt 1", j.ID, j.Attempt, id)
+	}
+	if dead, err := d.Retry(t.Context(), 0, "failure 1"); dead || err != nil {
+		t.Fatalf("Retry: got dead_lettered=%v err=%v, want false, nil", dead, err)
+	}
+	d = fetchOne(t, q, laneLow)
+	if j := d.Job(); j.ID != id || j.Attempt != 2 {
+		t.Errorf("after a retry: got job %s attempt %d, want %s attempt 2", j.ID, j.Attempt, id)
+	}
+	if err := d.Ack(t.Context()); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	if dead := listDead(t, q, 10); len(dead) != 0 {
+		t.Errorf("ListDead: got %v, want none", deadIDs(dead))
+	}
+}

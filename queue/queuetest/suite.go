@@ -61,6 +61,7 @@ func cases() []testCase {
 		{"InvalidJobs", testInvalidJobs},
 		{"Extend", testExtend},
 		{"SettleTwice", testSettleTwice},
+		{"ReleaseSpendsNoAttempt", testReleaseSpendsNoAttempt},
 		{"Stats", testStats},
 		{"UnknownLane", testUnknownLane},
 		{"Close", testClose},
