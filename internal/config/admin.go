@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // Admin is the admin: section: what the operator's console on the metrics
 // listener needs.
 type Admin struct {
@@ -7,6 +9,12 @@ type Admin struct {
 	// (pause, resume, set rate, requeue, delete, purge) and its payload view
 	// ask for. Zero means no token: the console is read-only.
 	TokenFile string `yaml:"token_file"`
+	// AllowedHosts are the host names, besides IP addresses, localhost and
+	// names under .localhost, that the console answers a request for (the
+	// name an operator reaches it by through a proxy or DNS): any other
+	// Host is refused with 421, against DNS rebinding. Names only, no
+	// port. Zero means none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // AdminToken returns the console's token read from admin.token_file, or ""
@@ -22,8 +30,14 @@ func (c *Config) AdminToken() (string, error) {
 	return tok, nil
 }
 
-// validateAdmin checks that admin.token_file, when given, reads.
+// validateAdmin checks that admin.token_file, when given, reads, and
+// that admin.allowed_hosts holds host names.
 func (c *Config) validateAdmin(ps *problems) {
+	for _, h := range c.Admin.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/[] ") {
+			ps.addf("admin.allowed_hosts", "%q: give a host name, without a scheme or port (sluice.example.com)", h)
+		}
+	}
 	if c.Admin.TokenFile == "" {
 		return
 	}

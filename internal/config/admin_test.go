@@ -99,3 +99,24 @@ func TestLoadAPI(t *testing.T) {
 		}
 	}
 }
+
+// admin.allowed_hosts lists the names the console answers besides IP
+// addresses and localhost, from the file or the environment; a port, a
+// scheme or an empty name is refused by its key.
+func TestAdminAllowedHosts(t *testing.T) {
+	base := []string{"SLUICE_QUEUE_NAME=sms", "SLUICE_PACER_RATE=10", "SLUICE_SINK_URL=http://127.0.0.1:8080/send"}
+	c := mustLoad(t, "", append(base, "SLUICE_ADMIN_ALLOWED_HOSTS=sluice.example.com,ops.internal"), nil)
+	if want := []string{"sluice.example.com", "ops.internal"}; !slices.Equal(c.Admin.AllowedHosts, want) {
+		t.Errorf("admin.allowed_hosts from the environment: got %q, want %q", c.Admin.AllowedHosts, want)
+	}
+	file := writeFile(t, "sluice.yaml", "admin:\n  allowed_hosts: [sluice.example.com]\n")
+	if c := mustLoad(t, file, base, nil); !slices.Equal(c.Admin.AllowedHosts, []string{"sluice.example.com"}) {
+		t.Errorf("admin.allowed_hosts from the file: got %q", c.Admin.AllowedHosts)
+	}
+	for _, bad := range []string{"sluice.example.com:9464", "http://sluice.example.com"} {
+		_, err := Load("", append(base, "SLUICE_ADMIN_ALLOWED_HOSTS="+bad), nil)
+		if keys := problemKeys(t, err); !slices.Equal(keys, []string{"admin.allowed_hosts"}) {
+			t.Errorf("admin.allowed_hosts %q: problems %v; want admin.allowed_hosts", bad, keys)
+		}
+	}
+}

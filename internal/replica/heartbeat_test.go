@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -18,9 +20,9 @@ import (
 
 // startIdle runs a replica on a Redis queue with no jobs until the test
 // ends (or stop is called), and returns it.
-func startIdle(t *testing.T, rs *testredis.Server, id string) (r *Replica, stop func()) {
+func startIdle(t *testing.T, rs *testredis.Server, id string, env ...string) (r *Replica, stop func()) {
 	t.Helper()
-	cfg, err := config.Load("", nil, map[string]string{
+	cfg, err := config.Load("", env, map[string]string{
 		"queue.name": "idle", "queue.backend": "redis", "redis.url": rs.URL(),
 		"pacer.rate": "100", "sink.url": "http://127.0.0.1:1/send", "metrics.listen": config.MetricsOff,
 	})
@@ -126,4 +128,28 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// admin.allowed_hosts reaches the console: a name listed there is
+// answered, any other name is refused (421), and /metrics answers any.
+func TestConsoleAnswersAllowedHosts(t *testing.T) {
+	rs := testredis.Start(t, testredis.Options{})
+	r, _ := startIdle(t, rs, "hosts", "SLUICE_ADMIN_ALLOWED_HOSTS=sluice.example.com")
+	h := r.Handler()
+	for _, tc := range []struct {
+		host, path string
+		want       int
+	}{
+		{"sluice.example.com:9464", "/console/api/state", http.StatusOK},
+		{"127.0.0.1:9464", "/console/api/state", http.StatusOK},
+		{"attacker.example:9464", "/console/api/state", http.StatusMisdirectedRequest},
+		{"attacker.example:9464", "/metrics", http.StatusOK},
+	} {
+		req := httptest.NewRequestWithContext(t.Context(), "GET", "http://"+tc.host+tc.path, nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != tc.want {
+			t.Errorf("GET %s with Host %s: %d, want %d", tc.path, tc.host, w.Code, tc.want)
+		}
+	}
 }

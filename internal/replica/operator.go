@@ -91,6 +91,7 @@ func (r *Replica) newConsole() (*console.Console, error) {
 	c, err := console.New(console.Options{
 		Queue: r.Config.Queue.Name, Backend: string(r.Config.Queue.Backend), Q: r.Queue,
 		Controls: r.Pacer.Controls(), Members: r.Pacer.Members(), History: r.History, Token: tok, Log: r.Log,
+		AllowedHosts: r.Config.Admin.AllowedHosts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replica: console: %w", err)
