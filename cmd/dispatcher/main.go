@@ -6,6 +6,10 @@
 //	dispatcher --demo                           # everything embedded, no servers needed (not with -tags production)
 //	dispatcher status | set-rate N | pause | resume | dlq list|show|requeue|delete|purge | job show
 //	dispatcher serve-api                        # the HTTP ingest API, for producers in any language
+//
+// SIGINT or SIGTERM stops a replica cleanly (within
+// dispatch.shutdown_timeout); a second one exits at once with 128 + the
+// signal's number.
 package main
 
 import (
@@ -36,9 +40,13 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go cli.OnSignals(sigs, cancel, os.Stderr, os.Exit,
+		"dispatcher: exiting without waiting for the requests in flight; the jobs this replica held come back after the visibility timeout")
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
 }
 

@@ -45,27 +45,10 @@ func main() {
 	os.Exit(code)
 }
 
-// onSignals answers the signals received on sigs until it is closed. The
-// first calls cancel: the run stops and reports what it stored. The second
-// calls exit at once with 128 + the signal's number (130 for SIGINT), as a
-// shell reports a process that a signal ended, without waiting for the
-// batch in flight: the jobs stored are then not known.
+// onSignals is cli.OnSignals with the producer's words: a second signal
+// does not wait for the batch in flight.
 func onSignals(sigs <-chan os.Signal, cancel context.CancelFunc, stderr io.Writer, exit func(code int)) {
-	first := true
-	for sig := range sigs {
-		if first {
-			first = false
-			cancel()
-			continue
-		}
-		fmt.Fprintf(stderr, "producer: second signal (%v): exiting without waiting for the batch in flight (some of its jobs may be stored)\n", sig)
-		code := 1
-		if n, ok := sig.(syscall.Signal); ok {
-			code = 128 + int(n)
-		}
-		exit(code)
-		return
-	}
+	cli.OnSignals(sigs, cancel, stderr, exit, "producer: exiting without waiting for the batch in flight (some of its jobs may be stored)")
 }
 
 // usageErrorf is a bad-usage error: exit code 2.
