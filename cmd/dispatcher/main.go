@@ -126,15 +126,6 @@ func (g *globals) load() (*config.Config, error) {
 // logger builds the logger the flags ask for, writing to stderr.
 func (g *globals) logger() (*slog.Logger, error) { return g.Logger(g.stderr) }
 
-// open loads the configuration and opens the queue and pacer.
-func (g *globals) open(ctx context.Context) (*replica.Parts, error) {
-	cfg, err := g.load()
-	if err != nil {
-		return nil, err
-	}
-	return g.openWith(ctx, cfg)
-}
-
 // openWith opens the queue and pacer of a loaded configuration.
 func (g *globals) openWith(ctx context.Context, cfg *config.Config) (*replica.Parts, error) {
 	log, err := g.logger()
