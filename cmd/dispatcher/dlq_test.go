@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testredis"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/queuetest"
 	"github.com/sluicehq/sluice/queue/redisq"
 )
 
@@ -32,20 +33,7 @@ func deadLetters(t *testing.T, srv *testredis.Server, name string, n int) queue.
 	if _, err := q.Enqueue(ctx, jobs...); err != nil {
 		t.Fatal(err)
 	}
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for left := n; left > 0; {
-		ds, err := q.Fetch(fctx, "default", min(left, 500))
-		if err != nil {
-			t.Fatalf("fetch: %v", err)
-		}
-		for _, d := range ds {
-			if err := d.DeadLetter(ctx, "provider answered 400"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		left -= len(ds)
-	}
+	queuetest.DeadLetterN(t, q, "default", n, "provider answered 400", 30*time.Second)
 	return q
 }
 

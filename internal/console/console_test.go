@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/pacer"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/natsq"
+	"github.com/sluicehq/sluice/queue/queuetest"
 	"github.com/sluicehq/sluice/queue/redisq"
 )
 
@@ -341,21 +342,7 @@ func (f *fixture) deadLetter(t *testing.T, ids ...string) {
 // dead-letters them.
 func (f *fixture) deadLetterEnqueued(t *testing.T, n int) {
 	t.Helper()
-	ctx := context.Background()
-	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for left := n; left > 0; {
-		ds, err := f.q.Fetch(fctx, "default", left)
-		if err != nil {
-			t.Fatalf("fetch: %v", err)
-		}
-		for _, d := range ds {
-			if err := d.DeadLetter(ctx, "provider answered 400"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		left -= len(ds)
-	}
+	queuetest.DeadLetterN(t, f.q, "default", n, "provider answered 400", 10*time.Second)
 }
 
 // Both backends delete dead letters (through Locate and Cancel): the page's

@@ -50,7 +50,15 @@ func (p *providerLog) requests() []seenRequest {
 func runOverHTTP(t *testing.T, p *gatePacer) (*providerLog, *memQueue, *prometheus.Registry) {
 	t.Helper()
 	prov := newProviderLog(t)
-	s, err := sink.NewHTTP(sink.HTTPConfig{URL: prov.URL})
+	_, q, reg := runHTTPSink(t, p, prov.URL)
+	return prov, q, reg
+}
+
+// runHTTPSink runs an engine on p, a memory queue and the HTTP sink toward
+// url, with metrics on a registry of its own, until the test ends.
+func runHTTPSink(t *testing.T, p *gatePacer, url string) (*Engine, *memQueue, *prometheus.Registry) {
+	t.Helper()
+	s, err := sink.NewHTTP(sink.HTTPConfig{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +82,7 @@ func runOverHTTP(t *testing.T, p *gatePacer) (*providerLog, *memQueue, *promethe
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return prov, q, reg
+	return e, q, reg
 }
 
 // A slot already past its deadline when the request would leave sends

@@ -5,10 +5,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicehq/sluice/sink"
 )
 
 // A request whose connection never opens (the provider's port is closed)
@@ -24,30 +20,9 @@ func TestRequestThatNeverLeftIsNotCountedAsSent(t *testing.T) {
 	closed := "http://" + l.Addr().String() + "/send"
 	_ = l.Close()
 
-	s, err := sink.NewHTTP(sink.HTTPConfig{URL: closed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	reg := prometheus.NewPedanticRegistry()
-	m, err := NewMetrics(reg, Sources{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := newMemQueue("vip", "default")
-	e, err := New(Config{}, Deps{Queue: q, Pacer: &gatePacer{}, Sink: s, Priority: twoLanes, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
+	e, q, reg := runHTTPSink(t, &gatePacer{}, closed)
 	q.Enqueue(context.Background(), job("a", "default", "x"), job("b", "vip", "x"))
 	eventually(t, 10*time.Second, "both jobs settled", func() bool { return q.settledCount() >= 2 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
 	for id, d := range q.outcomes() {
 		if d.how != "retry" {
 			t.Errorf("job %s settled %q (%s), want retry: a refused connection is transient", id, d.how, d.reason)
