@@ -265,6 +265,14 @@ func (e *Engine) settled(j *queue.Job, op string, err error) {
 	if err == nil {
 		return
 	}
+	if errors.Is(err, queue.ErrSettled) {
+		// The queue answered: the delivery was no longer this replica's
+		// (its visibility timeout passed, or it was settled already). That
+		// is no backend failure: neither readiness nor the backend-error
+		// alert should move for it.
+		e.log.Warn("dispatch: job no longer this replica's to settle; it is, or will be, delivered again", "op", op, "job", j.ID, "lane", j.Lane, "err", err)
+		return
+	}
 	e.backendError("queue", err)
 	e.log.Error("dispatch: could not settle job; it will be delivered again", "op", op, "job", j.ID, "lane", j.Lane, "err", err)
 }
