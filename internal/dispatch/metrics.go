@@ -67,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer, src Sources) (*Metrics, error) {
 			Help:    "How late after its pacer slot a request left: from the slot's time to the sink's last check before writing it.",
 			Buckets: prometheus.ExponentialBucketsRange(0.00001, 1, 21)}),
 		throttles: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_throttle_events_total",
-			Help: "Throttling answers (429, 503) that made the cluster hold back."}),
+			Help: "Throttling answers (429, 503) from the provider to this replica; the holds of the schedule they led to are sluice_pacer_holds_total (with pacer.adaptive on, once per episode)."}),
 		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_backend_errors_total",
 			Help: "Failed calls to the queue backend or the pacer's Redis, by component."}, []string{"component"}),
 		ackBatches: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ack_batches_total",
