@@ -26,6 +26,9 @@ func dlqListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "list", Short: "List dead letters, oldest first (the reason cut to a line; dlq show ID for all of it)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 {
+				return cli.Usagef("--limit: must be at least 1, got %d", limit)
+			}
 			return g.admin(cmd.Context(), true, func(ctx context.Context, a *adminParts) error {
 				q, err := a.queue()
 				if err != nil {

@@ -34,6 +34,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"set-rate", "fast", "--queue", "sms"}, "RATE must be a positive number"},
 		{[]string{"set-rate", "10", "--clear"}, "give a RATE, or --clear alone"},
 		{[]string{"dlq", "requeue"}, "give job ids, or --all alone"},
+		{[]string{"dlq", "list", "--limit", "0", "--queue", "sms"}, "--limit: must be at least 1, got 0"},
 		{[]string{"--log-format", "xml", "status", "--queue", "sms", "--rate", "1", "--sink-url", "http://127.0.0.1:1/"}, "--log-format"},
 		{[]string{"--config", "/no/such/file.yaml"}, "/no/such/file.yaml"},
 		{[]string{"--rate", "-3", "--queue", "sms"}, "pacer.rate"},
