@@ -20,10 +20,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
@@ -102,6 +104,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if demo.enabled {
+				if unused := notForDemo(cmd); len(unused) > 0 {
+					return cli.Usagef("--demo runs everything embedded with its own settings: %s not used with it (the demo's own are --demo-*)",
+						strings.Join(unused, ", "))
+				}
 				return runDemo(cmd.Context(), g, demo)
 			}
 			return runReplica(cmd.Context(), g)
@@ -191,4 +197,16 @@ func writePortFile(path, addr string) error {
 		return fmt.Errorf("--port-file: %w", err)
 	}
 	return nil
+}
+
+// notForDemo lists the flags given on the command line that --demo does
+// not use: every one but --demo, --demo-* and the log flags.
+func notForDemo(cmd *cobra.Command) []string {
+	var out []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != "demo" && !strings.HasPrefix(f.Name, "demo-") && f.Name != "log-level" && f.Name != "log-format" {
+			out = append(out, "--"+f.Name)
+		}
+	})
+	return out
 }

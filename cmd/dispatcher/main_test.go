@@ -110,6 +110,7 @@ func TestDemoFlags(t *testing.T) {
 	for _, tc := range []struct{ args, want []string }{
 		{[]string{"--demo", "--demo-backend", "kafka"}, []string{"--demo-backend: must be redis or nats"}},
 		{[]string{"--demo", "--demo-jobs", "-1"}, []string{"--demo-jobs: must be between 1 and 1000000, got -1"}},
+		{[]string{"--demo", "--rate", "5", "--config", "x.yaml"}, []string{"--config, --rate not used with it"}},
 	} {
 		code, _, stderr := runCmd(t, nil, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want[0]) {
