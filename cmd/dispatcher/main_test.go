@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +166,34 @@ func TestSetRateChecksFirst(t *testing.T) {
 	}
 	if st, err = ctl.State(ctx); err != nil || st.RateOverride != 250 || st.BurstOverride != 20 {
 		t.Errorf("after set-rate 250 --burst 20: rate override %g, burst override %d (%v); want 250 and 20", st.RateOverride, st.BurstOverride, err)
+	}
+}
+
+// The operator's tenant overrides show in status, as text and JSON, so
+// that what set-rate --tenant wrote can be seen and cleared.
+func TestStatusShowsTenantOverrides(t *testing.T) {
+	srv := testredis.Start(t, testredis.Options{})
+	env := map[string]string{"SLUICE_REDIS_URL": srv.URL(), "SLUICE_QUEUE_NAME": "tenantstatus"}
+	if code, out, stderr := runCmd(t, env, "status"); code != 0 || strings.Contains(out, "tenant overrides") {
+		t.Errorf("status with no override: exit %d, stderr %q, want no tenant overrides:\n%s", code, stderr, out)
+	}
+	for _, args := range [][]string{{"--tenant", "acme", "5"}, {"--tenant", "Big_Corp", "7.5"}} {
+		if code, out, stderr := runCmd(t, env, append([]string{"set-rate"}, args...)...); code != 0 {
+			t.Fatalf("set-rate %v: exit %d, %q %q", args, code, out, stderr)
+		}
+	}
+	code, out, stderr := runCmd(t, env, "status")
+	if code != 0 || !strings.Contains(out, "Big_Corp 7.5/s, acme 5/s") {
+		t.Errorf("status: exit %d, stderr %q, want a line with Big_Corp 7.5/s, acme 5/s:\n%s", code, stderr, out)
+	}
+	code, out, _ = runCmd(t, env, "status", "--json")
+	var snap struct {
+		Pacer struct {
+			TenantOverrides map[string]float64 `json:"tenant_overrides"`
+		} `json:"pacer"`
+	}
+	if err := json.Unmarshal([]byte(out), &snap); code != 0 || err != nil ||
+		!maps.Equal(snap.Pacer.TenantOverrides, map[string]float64{"Big_Corp": 7.5, "acme": 5}) {
+		t.Errorf("status --json: exit %d, %v, tenant_overrides %v; want Big_Corp 7.5 and acme 5", code, err, snap.Pacer.TenantOverrides)
 	}
 }

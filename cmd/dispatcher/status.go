@@ -44,6 +44,9 @@ func printStatus(g *globals, cfg *config.Config, s console.Snapshot, lanesUnknow
 		fmt.Fprintf(w, "rate\tconfigured %g/s, effective %s/s%s\n", p.ConfiguredRate, tenths(p.EffectiveRate), overrideNote(p.RateOverride))
 		fmt.Fprintf(w, "adaptive\t%s\n", adaptiveNote(cfg.Pacer.Adaptive.Enabled, s.At, p))
 		fmt.Fprintf(w, "burst\tconfigured %d, effective %d\n", p.ConfiguredBurst, p.EffectiveBurst)
+		if len(p.TenantOverrides) > 0 {
+			fmt.Fprintf(w, "tenant overrides\t%s (dispatcher set-rate --tenant NAME --clear)\n", tenantList(p.TenantOverrides))
+		}
 		switch {
 		case p.Paused:
 			fmt.Fprintln(w, "schedule\tPAUSED (dispatcher resume)")
@@ -135,4 +138,14 @@ func oneLine(s string) string {
 		s = s[:117] + "..."
 	}
 	return s
+}
+
+// tenantList renders tenant rates as "acme 5/s, big-corp 7/s", by name.
+func tenantList(rates map[string]float64) string {
+	names := slices.Sorted(maps.Keys(rates))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %g/s", n, rates[n])
+	}
+	return strings.Join(parts, ", ")
 }

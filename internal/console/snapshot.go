@@ -99,6 +99,10 @@ type Pacer struct {
 	ThrottledUntil *time.Time `json:"throttled_until,omitempty"`
 	BacklogSeconds float64    `json:"backlog_seconds"` // how far the schedule runs ahead of now
 	Adaptation     Adaptation `json:"adaptation"`
+	// TenantOverrides are the operator's tenant rates (dispatcher
+	// set-rate --tenant), slots/s by tenant; absent when none (or when
+	// they could not be read).
+	TenantOverrides map[string]float64 `json:"tenant_overrides,omitempty"`
 }
 
 // Adaptation is what the provider's answers did to the rate
@@ -186,6 +190,11 @@ func (s *Snapshot) collectPacer(ctx context.Context, src Sources) {
 			}
 		}
 		s.Pacer = pacerView(st)
+		tctx, cancel := context.WithTimeout(ctx, readTimeout)
+		if tr, err := src.Controls.TenantRates(tctx); err == nil && len(tr) > 0 {
+			s.Pacer.TenantOverrides = tr
+		}
+		cancel()
 	}
 	rctx, cancel := context.WithTimeout(ctx, readTimeout)
 	reps, err := src.Members.Replicas(rctx, LiveWindow)
