@@ -49,6 +49,9 @@ func (lr *lineReader) next() (line []byte, size int, tooLong bool, err error) {
 			return nil, size, true, nil
 		}
 		buf = bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte("\n")), []byte("\r"))
+		if lr.n == 1 { // a byte order mark, as editors on Windows write, is not part of the first job
+			buf = bytes.TrimPrefix(buf, []byte("\uFEFF"))
+		}
 		if len(buf) > lr.max {
 			return nil, size, true, nil
 		}

@@ -414,3 +414,16 @@ func TestConfigFileFromTheEnvironment(t *testing.T) {
 		t.Errorf("got lanes %s, want %s", got, want)
 	}
 }
+
+// A byte order mark at the start of a file (as editors on Windows write
+// one) is not part of the first job; one anywhere else is refused as the
+// JSON it breaks.
+func TestFileSkipsALeadingByteOrderMark(t *testing.T) {
+	e := newRedisEnv(t)
+	const bom = "\uFEFF"
+	path := writeFile(t, "jobs.jsonl", bom+`{"payload":{"n":1}}`+"\r\n"+bom+`{"payload":{"n":2}}`+"\r\n")
+	r := runCmd(t, "", e.with("--file", path)...)
+	if r.code != 1 || r.stdout != "enqueued 1, duplicates 0, refused 1\n" || !strings.Contains(r.stderr, "line 2: job: not valid JSON") {
+		t.Errorf("got exit %d, stdout %q, stderr %q; want line 1 enqueued and line 2 refused", r.code, r.stdout, r.stderr)
+	}
+}
