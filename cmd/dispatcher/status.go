@@ -41,7 +41,14 @@ func printStatus(g *globals, cfg *config.Config, s console.Snapshot, lanesUnknow
 	if p := s.Pacer; p == nil {
 		fmt.Fprintf(w, "pacer\tUNREACHABLE: %s\n", oneLine(s.PacerError))
 	} else {
-		fmt.Fprintf(w, "rate\tconfigured %g/s, effective %s/s%s\n", p.ConfiguredRate, tenths(p.EffectiveRate), overrideNote(p.RateOverride))
+		switch {
+		case p.ConfiguredRate == 0 && p.RateOverride == 0:
+			fmt.Fprintln(w, "rate\tnot known yet: no replica has drawn on the schedule, and no pacer.rate is configured here")
+		case p.ConfiguredRate == 0:
+			fmt.Fprintf(w, "rate\tconfigured: not known yet, effective %s/s%s\n", tenths(p.EffectiveRate), overrideNote(p.RateOverride))
+		default:
+			fmt.Fprintf(w, "rate\tconfigured %g/s, effective %s/s%s\n", p.ConfiguredRate, tenths(p.EffectiveRate), overrideNote(p.RateOverride))
+		}
 		fmt.Fprintf(w, "adaptive\t%s\n", adaptiveNote(cfg.Pacer.Adaptive.Enabled, s.At, p))
 		fmt.Fprintf(w, "burst\tconfigured %d, effective %d\n", p.ConfiguredBurst, p.EffectiveBurst)
 		if len(p.TenantOverrides) > 0 {
