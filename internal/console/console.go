@@ -366,7 +366,7 @@ func hostGuard(allowed []string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !hostAllowed(r.Host, names) {
 			writeErr(w, http.StatusMisdirectedRequest,
-				"this console answers only to an IP address or localhost in Host: open it by address")
+				"this console answers only to an IP address, localhost or a name in admin.allowed_hosts in Host: open it by address, or list the name there")
 			return
 		}
 		h.ServeHTTP(w, r)
