@@ -158,6 +158,7 @@ func statusCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.admin(cmd.Context(), true, func(ctx context.Context, a *adminParts) error {
 				s := console.Collect(ctx, a.sources())
+				s.LanesAssumed = a.lanesUnknown
 				var err error
 				if asJSON {
 					err = g.printJSON(s)

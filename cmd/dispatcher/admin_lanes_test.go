@@ -48,6 +48,9 @@ func TestRequeueKeepsTheJobsLane(t *testing.T) {
 	if _, out, _ := runCmd(t, env, "status"); !strings.Contains(out, "queue.lanes is not configured here") {
 		t.Errorf("status without the lanes does not say so:\n%s", out)
 	}
+	if _, out, _ := runCmd(t, env, "status", "--json"); !strings.Contains(out, `"lanes_assumed": true`) {
+		t.Errorf("status --json without the lanes does not say so:\n%s", out)
+	}
 
 	env["SLUICE_QUEUE_LANES"] = "otp,bulk"
 	if code, out, stderr := runCmd(t, env, "dlq", "requeue", "j1"); code != 0 || !strings.Contains(out, "requeued 1") {
@@ -59,5 +62,8 @@ func TestRequeueKeepsTheJobsLane(t *testing.T) {
 	}
 	if _, out, _ := runCmd(t, env, "status"); strings.Contains(out, "queue.lanes is not configured here") || !strings.Contains(out, "otp") {
 		t.Errorf("status with the lanes given:\n%s", out)
+	}
+	if _, out, _ := runCmd(t, env, "status", "--json"); strings.Contains(out, "lanes_assumed") {
+		t.Errorf("status --json with the lanes given says they are assumed:\n%s", out)
 	}
 }

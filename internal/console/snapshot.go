@@ -48,9 +48,13 @@ type Snapshot struct {
 	Backend string    `json:"backend"`
 	At      time.Time `json:"at"` // Redis clock when the pacer answered
 	// Lanes are in priority order; empty when QueueError is set.
-	Lanes       []Lane `json:"lanes"`
-	DeadLetters int64  `json:"dead_letters"`
-	QueueError  string `json:"queue_error,omitempty"`
+	Lanes []Lane `json:"lanes"`
+	// LanesAssumed says that the lanes are the default ones, not read from
+	// the dispatchers' configuration (dispatcher status without a file or
+	// SLUICE_QUEUE_LANES): they may not be the dispatchers' lanes.
+	LanesAssumed bool   `json:"lanes_assumed,omitempty"`
+	DeadLetters  int64  `json:"dead_letters"`
+	QueueError   string `json:"queue_error,omitempty"`
 	// Pacer is nil when PacerError is set.
 	Pacer      *Pacer `json:"pacer"`
 	PacerError string `json:"pacer_error,omitempty"`
