@@ -46,8 +46,8 @@ func (p *Pacer) Controls() *Controls {
 // schedule, from each one's next Redis call, until ClearOverrides. The
 // override stays in Redis (and survives a restart only when Redis persists).
 func (p *Controls) SetRate(ctx context.Context, rate float64) error {
-	if !validRate(rate) {
-		return fmt.Errorf("pacer: set rate: %w: rate must be between %g and %d, got %v", ErrInvalidConfig, MinRate, int(MaxRate), rate)
+	if err := CheckRate(rate); err != nil {
+		return fmt.Errorf("pacer: set rate: %w", err)
 	}
 	return p.hset(ctx, "set rate", "rate_override", strconv.FormatFloat(rate, 'f', -1, 64))
 }
@@ -58,7 +58,7 @@ const MaxBurst = 1_000_000
 
 // SetBurst overrides the configured burst for every replica, like SetRate.
 func (p *Controls) SetBurst(ctx context.Context, burst int) error {
-	if err := checkBurst(burst); err != nil {
+	if err := CheckBurst(burst); err != nil {
 		return fmt.Errorf("pacer: set burst: %w", err)
 	}
 	return p.hset(ctx, "set burst", "burst_override", strconv.Itoa(burst))
@@ -68,18 +68,27 @@ func (p *Controls) SetBurst(ctx context.Context, burst int) error {
 // in one write, like SetRate and SetBurst: both are checked first, and
 // either both overrides are set or neither is.
 func (p *Controls) SetRateBurst(ctx context.Context, rate float64, burst int) error {
-	if !validRate(rate) {
-		return fmt.Errorf("pacer: set rate and burst: %w: rate must be between %g and %d, got %v", ErrInvalidConfig, MinRate, int(MaxRate), rate)
+	if err := CheckRate(rate); err != nil {
+		return fmt.Errorf("pacer: set rate and burst: %w", err)
 	}
-	if err := checkBurst(burst); err != nil {
+	if err := CheckBurst(burst); err != nil {
 		return fmt.Errorf("pacer: set rate and burst: %w", err)
 	}
 	return p.admin(ctx, "set rate and burst", "set",
 		"rate_override", strconv.FormatFloat(rate, 'f', -1, 64), "burst_override", strconv.Itoa(burst))
 }
 
-// checkBurst refuses a burst override out of 1..MaxBurst.
-func checkBurst(burst int) error {
+// CheckRate refuses a rate out of MinRate..MaxRate (NaN and the
+// infinities too), as SetRate does, so that a caller can check first.
+func CheckRate(rate float64) error {
+	if !validRate(rate) {
+		return fmt.Errorf("%w: rate must be between %g and %d, got %v", ErrInvalidConfig, MinRate, int(MaxRate), rate)
+	}
+	return nil
+}
+
+// CheckBurst refuses a burst override out of 1..MaxBurst, as SetBurst does.
+func CheckBurst(burst int) error {
 	if burst < 1 || burst > MaxBurst {
 		return fmt.Errorf("%w: burst must be between 1 and %d, got %d", ErrInvalidConfig, MaxBurst, burst)
 	}

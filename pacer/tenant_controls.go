@@ -22,8 +22,8 @@ func (p *Controls) SetTenantRate(ctx context.Context, tenant string, rate float6
 	if tenant == "" {
 		return fmt.Errorf("pacer: set tenant rate: %w: empty tenant", ErrInvalidConfig)
 	}
-	if !validRate(rate) {
-		return fmt.Errorf("pacer: set tenant rate: %w: rate must be between %g and %d, got %v", ErrInvalidConfig, MinRate, int(MaxRate), rate)
+	if err := CheckRate(rate); err != nil {
+		return fmt.Errorf("pacer: set tenant rate: %w", err)
 	}
 	return p.tenantAdmin(ctx, "set tenant rate", "set", tenant, strconv.FormatFloat(rate, 'f', -1, 64))
 }

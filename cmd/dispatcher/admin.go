@@ -250,7 +250,7 @@ func setRateArgs(cmd *cobra.Command, args []string, clear bool, burst int, tenan
 		return 0, cli.Usagef("set-rate: --burst sets an override; it cannot go with --clear, which clears the rate and burst overrides")
 	case withBurst && withTenant:
 		return 0, cli.Usagef("set-rate: --burst cannot go with --tenant: a tenant's override is a rate only")
-	case withBurst && (burst < 1 || burst > pacer.MaxBurst):
+	case withBurst && pacer.CheckBurst(burst) != nil:
 		return 0, cli.Usagef("set-rate: --burst must be between 1 and %d, got %d", pacer.MaxBurst, burst)
 	case withTenant && tenant == "" && !clear:
 		return 0, cli.Usagef("set-rate: --tenant: give the tenant's name (--tenant \"\" goes only with --clear, for every tenant)")
@@ -258,7 +258,7 @@ func setRateArgs(cmd *cobra.Command, args []string, clear bool, burst int, tenan
 		return 0, nil
 	}
 	rate, err := strconv.ParseFloat(args[0], 64)
-	if err != nil || !(rate >= pacer.MinRate && rate <= pacer.MaxRate) { // NaN fails both
+	if err != nil || pacer.CheckRate(rate) != nil {
 		return 0, cli.Usagef("set-rate: RATE must be a positive number of requests/s, from %g to %d, got %q", pacer.MinRate, int(pacer.MaxRate), args[0])
 	}
 	return rate, nil
