@@ -165,9 +165,9 @@ func (r *fileRun) read(ctx context.Context, lines <-chan line) error {
 			if l.err != nil {
 				return l.err
 			}
-			r.take(l)
+			added := r.take(l)
 			switch {
-			case r.strict:
+			case r.strict || !added: // a blank or refused line neither sends nor restarts the linger
 			case len(r.batch) >= r.g.batch:
 				timer.Stop()
 				if err := r.send(ctx); err != nil {
@@ -180,16 +180,16 @@ func (r *fileRun) read(ctx context.Context, lines <-chan line) error {
 	}
 }
 
-// take parses and checks one line: a good one joins the batch, a bad one
-// is reported.
-func (r *fileRun) take(l line) {
+// take parses and checks one line: a good one joins the batch (added), a
+// bad one is reported.
+func (r *fileRun) take(l line) (added bool) {
 	r.bar.add(l.size)
 	if l.tooLong {
 		r.refuse(l.n, fmt.Sprintf("job: longer than %d bytes (the payload limit, queue.max_payload_bytes, and %d bytes for the other fields)", r.maxLine, lineSlack))
-		return
+		return false
 	}
 	if len(l.text) == 0 {
-		return
+		return false
 	}
 	job, err := producer.ParseJob(l.text)
 	if err == nil {
@@ -197,9 +197,10 @@ func (r *fileRun) take(l line) {
 	}
 	if err != nil {
 		r.refuse(l.n, oneLine(err))
-		return
+		return false
 	}
 	r.batch = append(r.batch, pending{line: l.n, job: job})
+	return true
 }
 
 // send enqueues the batch built so far, and starts the next one, also

@@ -18,8 +18,8 @@ import (
 
 // TestInterruptReportsWhatWasStored interrupts a run on NATS while a batch
 // is in flight (once the stream has seen cutAt jobs): the batch in flight
-// is finished, no other is started, and the count printed is the count
-// stored, on one line of error.
+// is finished, no other is started (--file sends the jobs it had parsed),
+// and the count printed is the count stored, on one line of error.
 func TestInterruptReportsWhatWasStored(t *testing.T) {
 	const jobs, batch, cutAt = 10_000, 500, 600
 	var lines strings.Builder
@@ -56,8 +56,11 @@ func TestInterruptReportsWhatWasStored(t *testing.T) {
 			if stored := storedJobs(t, srv.Conn(), "SLUICE_sms"); reported != stored {
 				t.Errorf("reported %d jobs enqueued, stored %d", reported, stored)
 			}
-			if reported%batch != 0 || reported < cutAt || reported >= jobs {
-				t.Errorf("reported %d jobs enqueued, want whole batches of %d, at least the %d seen before the interrupt and fewer than %d", reported, batch, cutAt, jobs)
+			// --gen stops between whole batches. --file also sends, on the
+			// interrupt, the jobs it had parsed into the next batch (their
+			// count depends on when the signal lands), so only the bounds hold.
+			if (tc.name == "gen" && reported%batch != 0) || reported < cutAt || reported >= jobs {
+				t.Errorf("reported %d jobs enqueued, want at least the %d seen before the interrupt and fewer than %d (whole batches of %d with --gen)", reported, cutAt, jobs, batch)
 			}
 			if code != 1 || stderr.String() != "producer: interrupted: context canceled\n" {
 				t.Errorf("got exit %d, stderr %q, want exit 1 and one line: interrupted", code, stderr.String())

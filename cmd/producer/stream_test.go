@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/poll"
 	"github.com/sluicehq/sluice/priority"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/queue"
@@ -57,7 +58,7 @@ func TestPipedJobsAreStoredAsTheyComeAndAnInterruptEndsTheRead(t *testing.T) {
 	}
 
 	write(`{"user": "alice", "payload": 1}` + "\n" + `{"payload": 2}` + "\n" + `{"payload": 3}` + "\n")
-	waitFor(t, 10*time.Second, "the 3 lines piped stored while the pipe is open", func() bool {
+	poll.Until(t, 10*time.Second, 10*time.Millisecond, "the 3 lines piped stored while the pipe is open", func() bool {
 		return lanes(t, e.q) == "vip=1 default=2"
 	})
 	write(`{"payload": 4`) // the command now waits for the rest of the line
@@ -72,21 +73,6 @@ func TestPipedJobsAreStoredAsTheyComeAndAnInterruptEndsTheRead(t *testing.T) {
 	}
 	if got, want := lanes(t, e.q), "vip=1 default=2"; got != want {
 		t.Errorf("got lanes %s, want %s: the line begun is not a job", got, want)
-	}
-}
-
-// waitFor polls cond until it holds, and fails the test when it does not
-// within d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-		<-tick.C
 	}
 }
 
@@ -181,11 +167,16 @@ func TestABatchGoesOutWhenFullOrALingerAfterItsFirstJob(t *testing.T) {
 		m.write(t, "}\n")
 		time.Sleep(linger)
 		check("1@0s 2@0s 3@100ms 4@200ms 5@300ms")
+		m.write(t, "{\"payload\": 6}\n")
+		time.Sleep(linger / 2)
+		m.write(t, "\nnot json\n") // a blank and a refused line do not restart the linger
+		time.Sleep(linger / 2)
+		check("1@0s 2@0s 3@100ms 4@200ms 5@300ms 6@400ms")
 		_ = m.in.Close()
 		if err := <-m.done; err != nil {
 			t.Errorf("got %v at the end of the input, want nil", err)
 		}
-		if got, want := m.r.t.String(), "enqueued 5, duplicates 0, refused 0"; got != want {
+		if got, want := m.r.t.String(), "enqueued 6, duplicates 0, refused 1"; got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}
 	})
